@@ -1,0 +1,33 @@
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/verb.h"
+#include "common/error.h"
+
+namespace loom::cli {
+std::vector<VerbEntry>& verbs() {
+  static std::vector<VerbEntry> v;
+  return v;
+}
+}  // namespace loom::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"loom: turn quantized GGUF models into model programs, run, serve and tune them"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("loom ") + LOOM_VERSION);
+  auto& vs = loom::cli::verbs();
+  std::sort(vs.begin(), vs.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  for (auto& v : vs) v.setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const loom::Error& e) {
+    std::fprintf(stderr, "loom: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
