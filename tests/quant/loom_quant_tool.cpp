@@ -1,0 +1,85 @@
+// loom-quant-tool: raw-file front end to quant.h for the Python oracle tests
+// (tests/python/test_quant.py). Files are headerless little-endian arrays.
+//
+//   loom-quant-tool dequant TYPE IN.bin OUT.f32     blocks of TYPE -> float32
+//   loom-quant-tool quant   TYPE IN.f32 OUT.bin     float32 -> blocks of TYPE
+//   loom-quant-tool dot     TYPE W.bin A.bin N      prints vec_dot(TYPE, W, A, N) as hex bits
+//                                                   (A must already be in vec_dot_type(TYPE))
+// TYPE is a ggml type name (q4_K, f16, ...). Errors go to stderr with exit status 1.
+#include <bit>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "quant/quant.h"
+
+namespace {
+
+std::vector<uint8_t> read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) loom::fail("cannot open {}", path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+void write_all(const std::string& path, const void* p, size_t n) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(static_cast<const char*>(p), std::streamsize(n));
+  if (!f) loom::fail("cannot write {}", path);
+}
+
+gguf::TensorType parse_type(const std::string& s) {
+  auto t = gguf::type_from_name(s);
+  if (!t) loom::fail("unknown tensor type '{}'", s);
+  return *t;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 5) loom::fail("usage: loom-quant-tool dequant|quant|dot TYPE IN OUT|A [N]");
+  const std::string verb = argv[1];
+  const gguf::TensorType t = parse_type(argv[2]);
+  if (verb == "dequant") {
+    const auto in = read_all(argv[3]);
+    const int64_t bb = loom::quant::block_bytes(t), be = loom::quant::block_elems(t);
+    if (in.size() % bb) loom::fail("{}: {} bytes is not a whole number of blocks", argv[3], in.size());
+    const int64_t n = int64_t(in.size()) / bb * be;
+    std::vector<float> out(static_cast<size_t>(n));
+    loom::quant::dequantize_row(t, in.data(), out.data(), n);
+    write_all(argv[4], out.data(), out.size() * sizeof(float));
+  } else if (verb == "quant") {
+    const auto in = read_all(argv[3]);
+    const int64_t n = int64_t(in.size() / sizeof(float));
+    std::vector<float> x(static_cast<size_t>(n));
+    std::memcpy(x.data(), in.data(), x.size() * sizeof(float));
+    std::vector<uint8_t> out(loom::quant::row_size(t, n));
+    loom::quant::quantize_row(t, x.data(), out.data(), n);
+    write_all(argv[4], out.data(), out.size());
+  } else if (verb == "dot") {
+    if (argc < 6) loom::fail("dot needs W A N");
+    const auto w = read_all(argv[3]);
+    const auto a = read_all(argv[4]);
+    const int64_t n = std::stoll(argv[5]);
+    if (w.size() < loom::quant::row_size(t, n) ||
+        a.size() < loom::quant::row_size(loom::quant::vec_dot_type(t), n))
+      loom::fail("dot: inputs shorter than {} elements", n);
+    const float r = loom::quant::vec_dot(t, w.data(), a.data(), n);
+    std::printf("%08x\n", std::bit_cast<uint32_t>(r));
+  } else {
+    loom::fail("unknown verb '{}'", verb);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom-quant-tool: error: %s\n", e.what());
+    return 1;
+  }
+}
