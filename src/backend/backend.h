@@ -1,0 +1,87 @@
+// The narrow boundary between "what to compute" (a verified ir::Module) and "where" (a
+// backend). A Backend says which ops it can run and compiles a module, with its weights bound,
+// into a Plan; a Plan executes one step: a batch of tokens (each with its position, its
+// sequence and whether its logits are wanted) against a KV cache, writing logits.
+//
+// One step may carry several tokens of one sequence (prefill; speculative verification) and
+// tokens of several sequences (continuous batching). Attention of a token sees only keys of
+// its own sequence at positions <= its own.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/kv_store.h"
+#include "gguf/file.h"
+#include "ir/module.h"
+
+namespace loom::backend {
+
+// The weights of a module: its `weight @x = gguf "name"` bindings resolved against one GGUF
+// file. Binding checks every weight exists with the declared shape and element type.
+class WeightSource {
+ public:
+  struct Bound {
+    const ir::Weight* decl = nullptr;
+    const gguf::TensorInfo* tensor = nullptr;
+  };
+  // Throws loom::Error naming the weight and the mismatch. The file must outlive the source.
+  static WeightSource bind(const ir::Module& m, const gguf::File& file);
+  const Bound& at(const std::string& weight_name) const;  // throws for an unknown name
+  const gguf::File& file() const { return *file_; }
+
+ private:
+  const gguf::File* file_ = nullptr;
+  std::vector<std::pair<std::string, Bound>> bound_;  // sorted by name
+};
+
+struct CompileOptions {
+  int threads = 0;  // 0: the schedule's `threads`, else hardware concurrency
+};
+
+// One step's tokens. positions/seq_ids/want_logits are per token; empty seq_ids means every
+// token is in sequence 0, empty want_logits means only the last token's logits.
+struct StepBatch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> seq_ids;
+  std::vector<uint8_t> want_logits;
+
+  size_t size() const { return tokens.size(); }
+  int32_t seq(size_t i) const { return seq_ids.empty() ? 0 : seq_ids[i]; }
+  bool wants(size_t i) const { return want_logits.empty() ? i + 1 == tokens.size() : want_logits[i] != 0; }
+  size_t n_logit_rows() const;
+  void validate() const;  // throws on mismatched lengths or negative positions
+
+  // Tokens of one sequence at consecutive positions from `start`; logits for the last or all.
+  static StepBatch sequence(std::vector<int32_t> tokens, int32_t start, bool all_logits = false,
+                            int32_t seq = 0);
+};
+
+class Plan {
+ public:
+  virtual ~Plan() = default;
+  // Runs the step; `logits_out` receives n_logit_rows() rows of vocab_size() floats, in token
+  // order. Writes this step's keys and values into `kv` first (kv must hold room for them).
+  virtual void run(const StepBatch& batch, KvStore& kv, float* logits_out) = 0;
+  virtual int64_t vocab_size() const = 0;
+  // The KV geometry the plan's attention ops need, one entry per cache layer.
+  virtual const std::vector<KvLayerShape>& kv_layers() const = 0;
+  virtual int threads() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual bool supports(const ir::Op& op) const = 0;
+  // Throws loom::Error naming the first unsupported op or unbindable weight.
+  virtual std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& weights,
+                                        const CompileOptions& opts) const = 0;
+};
+
+// The KV geometry a module's attention ops declare, indexed by their `layer` attribute.
+std::vector<KvLayerShape> kv_layers_of(const ir::Module& m);
+
+}  // namespace loom::backend

@@ -1,0 +1,124 @@
+// Causal grouped-query attention over the KV cache, as llama.cpp's graph computes it:
+//   s_j = q·k_j; s_j = softcap·tanh(s_j/softcap) when softcap > 0; s_j *= scale;
+//   w = softmax(s) over the visible keys; out = Σ w_j v_j.
+// (llama.cpp caps the raw q·k and folds the scale into soft_max_ext, in that order.)
+// A query at position q of sequence s sees the keys of s at positions p ≤ q, and with a
+// sliding window W > 0 only those with q - p < W (llama_hparams::is_masked_swa, standard SWA).
+// This step's keys and values are written into the cache first, so a prefill attends to itself.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/reference_kernels.h"
+#include "common/error.h"
+#include "quant/fp16.h"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace loom::backend::cpu {
+
+namespace {
+
+void to_f16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; ++i) dst[i] = loom::quant::fp32_to_fp16(src[i]);
+}
+
+void from_f16(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+  for (; i < n; ++i) dst[i] = loom::quant::fp16_to_fp32(src[i]);
+}
+
+void store_row(KvElem e, const float* src, void* dst, int64_t n) {
+  if (e == KvElem::f32) std::memcpy(dst, src, n * sizeof(float));
+  else to_f16(src, static_cast<uint16_t*>(dst), n);
+}
+
+void load_row(KvElem e, const void* src, float* dst, int64_t n) {
+  if (e == KvElem::f32) std::memcpy(dst, src, n * sizeof(float));
+  else from_f16(static_cast<const uint16_t*>(src), dst, n);
+}
+
+}  // namespace
+
+void kernel_attention(KernelArgs& a) {
+  for (int i = 0; i < 4; ++i)
+    if (!a.in[i]) loom::fail("%{}: attention operands must be values", a.op.result);
+  const Tensor &q = *a.in[0], &k = *a.in[1], &v = *a.in[2], &pos = *a.in[3];
+  const auto& at = a.op.attrs;
+  const int layer = int(ir::attr_int(at, "layer"));
+  const int64_t n_head = ir::attr_int(at, "n_head"), n_kv = ir::attr_int(at, "n_kv_head");
+  const int64_t hd = ir::attr_int(at, "head_dim"), vd = ir::attr_int(at, "value_dim");
+  const float scale = float(ir::attr_float(at, "scale"));
+  const int64_t window = ir::attr_int(at, "window", 0);
+  const float softcap = float(ir::attr_float(at, "softcap", 0.0));
+  if (n_kv <= 0 || n_head % n_kv) loom::fail("%{}: n_head {} is not a multiple of n_kv_head {}", a.op.result, n_head, n_kv);
+  if (q.cols != n_head * hd || k.cols != n_kv * hd || v.cols != n_kv * vd || a.out.cols != n_head * vd)
+    loom::fail("%{}: q/k/v/result widths {}/{}/{}/{} do not match heads {}x{}, {}x{}/{}", a.op.result, q.cols, k.cols,
+               v.cols, a.out.cols, n_head, hd, n_kv, hd, vd);
+  const int64_t T = q.rows;
+  if (int64_t(a.ctx.batch.size()) != T) loom::fail("%{}: attention after rows were dropped", a.op.result);
+  KvStore& kv = a.ctx.kv;
+  const KvElem elem = kv.elem();
+
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t s = a.ctx.batch.seq(t);
+    store_row(elem, k.f.data() + t * k.cols, kv.k_row(layer, s, pos.i[t]), k.cols);
+    store_row(elem, v.f.data() + t * v.cols, kv.v_row(layer, s, pos.i[t]), v.cols);
+  }
+
+  a.out.f.assign(T * a.out.cols, 0.f);
+  const int64_t group = n_head / n_kv;
+  a.ctx.pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
+    std::vector<float> keys, vals, w;
+    for (int64_t t = b; t < e; ++t) {
+      const int32_t s = a.ctx.batch.seq(t), p = pos.i[t];
+      const int32_t lo = window > 0 ? std::max<int64_t>(0, int64_t(p) - window + 1) : 0;
+      const int64_t n = p - lo + 1;
+      keys.resize(n * k.cols);
+      vals.resize(n * v.cols);
+      w.resize(n);
+      for (int64_t j = 0; j < n; ++j) {
+        load_row(elem, kv.k_row(layer, s, lo + int32_t(j)), keys.data() + j * k.cols, k.cols);
+        load_row(elem, kv.v_row(layer, s, lo + int32_t(j)), vals.data() + j * v.cols, v.cols);
+      }
+      for (int64_t h = 0; h < n_head; ++h) {
+        const float* qh = q.f.data() + t * q.cols + h * hd;
+        const int64_t g = h / group;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+          float sc = dot_f32(qh, keys.data() + j * k.cols + g * hd, hd);
+          if (softcap > 0) sc = std::tanh(sc / softcap) * softcap;
+          sc *= scale;
+          w[j] = sc;
+          mx = std::max(mx, sc);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < n; ++j) {
+          w[j] = std::exp(w[j] - mx);
+          sum += w[j];
+        }
+        const float inv = float(1.0 / sum);
+        float* o = a.out.f.data() + t * a.out.cols + h * vd;
+        for (int64_t j = 0; j < n; ++j) {
+          const float wj = w[j] * inv;
+          const float* vj = vals.data() + j * v.cols + g * vd;
+          for (int64_t c = 0; c < vd; ++c) o[c] += wj * vj[c];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace loom::backend::cpu

@@ -1,0 +1,61 @@
+// The reference CPU executor's kernels: one function per ir op, looked up by opcode in a
+// table (reference_kernels.cpp). Activations are fp32, row-major [rows x cols]; weights are
+// read from the GGUF mapping in their stored type and dequantized with quant's reference
+// routines. Semantics follow ir/ops.h, with the details (rounding order, constants) as
+// ggml's CPU backend computes them so results can be checked against llama.cpp.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace loom::backend::cpu {
+
+// An activation: fp32 rows, or int32 for the token/position parameters (cols == 1).
+struct Tensor {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> f;
+  std::vector<int32_t> i;
+};
+
+// What a kernel sees of the step it runs in.
+struct StepContext {
+  ThreadPool& pool;
+  const StepBatch& batch;
+  KvStore& kv;
+};
+
+struct KernelArgs {
+  const ir::Op& op;
+  std::vector<const Tensor*> in;                    // per operand; nullptr for weights
+  std::vector<const gguf::TensorInfo*> weight;      // per operand; nullptr for values
+  std::vector<const float*> dense;                  // per operand: small weights as f32, else nullptr
+  Tensor& out;                                      // rows and cols set; data to be filled
+  StepContext& ctx;
+};
+
+using Kernel = void (*)(KernelArgs&);
+
+// nullptr when the reference backend has no kernel for `opcode`.
+Kernel find_kernel(std::string_view opcode);
+
+// Kernels, by file.
+void kernel_embed(KernelArgs&);      // reference_pointwise.cpp
+void kernel_rms_norm(KernelArgs&);
+void kernel_add(KernelArgs&);
+void kernel_mul(KernelArgs&);
+void kernel_scale(KernelArgs&);
+void kernel_softcap(KernelArgs&);
+void kernel_swiglu(KernelArgs&);
+void kernel_geglu(KernelArgs&);
+void kernel_slice(KernelArgs&);
+void kernel_matmul(KernelArgs&);     // reference_matmul.cpp
+void kernel_rope(KernelArgs&);       // reference_rope.cpp
+void kernel_attention(KernelArgs&);  // reference_attention.cpp
+
+// sum_i a[i]*b[i] in fp32, vectorisable.
+float dot_f32(const float* a, const float* b, int64_t n);
+
+}  // namespace loom::backend::cpu

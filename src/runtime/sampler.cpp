@@ -1,0 +1,133 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace loom::runtime {
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+bool by_logit_desc(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+}  // namespace
+
+Rng::Rng(uint64_t seed) {
+  for (auto& s : s_) s = splitmix64(seed);
+}
+
+uint64_t Rng::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
+
+Sampler::Sampler(SamplerParams params) : p_(params), rng_(params.seed) {
+  if (p_.penalty_last_n < 0) loom::fail("penalty window must be >= 0, got {}", p_.penalty_last_n);
+  if (!(p_.repeat_penalty > 0)) loom::fail("repeat penalty must be > 0, got {}", p_.repeat_penalty);
+}
+
+void Sampler::reset() {
+  recent_.clear();
+  rng_ = Rng(p_.seed);
+}
+
+void Sampler::accept(int32_t token) {
+  if (p_.penalty_last_n == 0) return;
+  recent_.push_back(token);
+  while (recent_.size() > size_t(p_.penalty_last_n)) recent_.pop_front();
+}
+
+// llama.cpp's llama_sampler_penalties: a positive logit is divided by the repeat penalty, a
+// negative one multiplied; then count * frequency + presence is subtracted.
+void Sampler::apply_penalties(std::vector<Candidate>& c) const {
+  if (recent_.empty() || (p_.repeat_penalty == 1.0f && p_.presence_penalty == 0.0f && p_.frequency_penalty == 0.0f))
+    return;
+  std::unordered_map<int32_t, int> count;
+  for (int32_t t : recent_) ++count[t];
+  for (auto& x : c) {
+    auto it = count.find(x.id);
+    if (it == count.end()) continue;
+    x.logit = x.logit <= 0 ? x.logit * p_.repeat_penalty : x.logit / p_.repeat_penalty;
+    x.logit -= float(it->second) * p_.frequency_penalty + p_.presence_penalty;
+  }
+}
+
+void Sampler::softmax(std::vector<Candidate>& c) {
+  std::sort(c.begin(), c.end(), by_logit_desc);
+  const float mx = c.front().logit;
+  double sum = 0;
+  for (auto& x : c) sum += (x.p = std::exp(x.logit - mx));
+  for (auto& x : c) x.p = float(x.p / sum);
+}
+
+void Sampler::top_k(std::vector<Candidate>& c, int32_t k) {
+  if (k <= 0 || size_t(k) >= c.size()) return;
+  std::partial_sort(c.begin(), c.begin() + k, c.end(), by_logit_desc);
+  c.resize(k);
+}
+
+// Keeps the smallest set of most likely tokens whose probabilities sum to at least p.
+void Sampler::top_p(std::vector<Candidate>& c, float p) {
+  if (p >= 1.0f || c.size() <= 1) return;
+  softmax(c);
+  double cum = 0;
+  size_t keep = c.size();
+  for (size_t i = 0; i < c.size(); ++i) {
+    cum += c[i].p;
+    if (cum >= p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  c.resize(std::max<size_t>(keep, 1));
+}
+
+// Keeps tokens whose probability is at least p times the most likely one's.
+void Sampler::min_p(std::vector<Candidate>& c, float p) {
+  if (p <= 0.0f || c.size() <= 1) return;
+  float mx = -INFINITY;
+  for (auto& x : c) mx = std::max(mx, x.logit);
+  const float floor = mx + std::log(p);
+  std::erase_if(c, [&](const Candidate& x) { return x.logit < floor; });
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (logits.empty()) loom::fail("sampler: empty logits");
+  std::vector<Candidate> c(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) c[i] = {int32_t(i), logits[i]};
+  apply_penalties(c);
+  if (p_.temperature <= 0.0f) return std::min_element(c.begin(), c.end(), by_logit_desc)->id;
+  top_k(c, p_.top_k);
+  top_p(c, p_.top_p);
+  min_p(c, p_.min_p);
+  for (auto& x : c) x.logit /= p_.temperature;
+  softmax(c);
+  const double u = rng_.uniform();
+  double cum = 0;
+  for (const auto& x : c) {
+    cum += x.p;
+    if (u < cum) return x.id;
+  }
+  return c.back().id;  // rounding left u just above the total
+}
+
+}  // namespace loom::runtime

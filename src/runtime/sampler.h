@@ -1,0 +1,67 @@
+// Picks the next token from logits, in llama.cpp's default chain order:
+//   penalties (repeat / presence / frequency over the last n tokens) -> top-k -> top-p ->
+//   min-p -> temperature -> draw.
+// temperature <= 0 means greedy: the argmax after penalties (lowest id on ties).
+// The draw uses Loom's own PRNG (xoshiro256**, seeded by splitmix64) and its own inverse-CDF
+// walk, never std::*_distribution, so one seed gives one token sequence on every platform.
+// Constrained output will enter as a mask applied before the chain.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+namespace loom::runtime {
+
+struct SamplerParams {
+  float temperature = 0.8f;
+  int32_t top_k = 40;          // <= 0: off
+  float top_p = 0.95f;         // >= 1: off
+  float min_p = 0.05f;         // <= 0: off
+  float repeat_penalty = 1.0f; // 1: off
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t penalty_last_n = 64; // window of recent tokens the penalties look at
+  uint64_t seed = 0;
+};
+
+// xoshiro256** (Blackman & Vigna), state filled from splitmix64(seed).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  uint64_t next();
+  double uniform();  // [0, 1) with 53 random bits
+ private:
+  uint64_t s_[4];
+};
+
+struct Candidate {
+  int32_t id;
+  float logit;
+  float p = 0.f;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplerParams params);
+  // Picks a token; does not record it (call accept, so prompt tokens can be fed too).
+  int32_t sample(std::span<const float> logits);
+  // Records a token in the penalty window.
+  void accept(int32_t token);
+  void reset();  // clears the window and reseeds
+  const SamplerParams& params() const { return p_; }
+
+  // The chain's steps, exposed for tests. Each keeps at least one candidate.
+  void apply_penalties(std::vector<Candidate>& c) const;
+  static void top_k(std::vector<Candidate>& c, int32_t k);
+  static void top_p(std::vector<Candidate>& c, float p);
+  static void min_p(std::vector<Candidate>& c, float p);
+  static void softmax(std::vector<Candidate>& c);  // sorts by logit, descending; fills p
+
+ private:
+  SamplerParams p_;
+  Rng rng_;
+  std::deque<int32_t> recent_;
+};
+
+}  // namespace loom::runtime
