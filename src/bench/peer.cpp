@@ -1,0 +1,154 @@
+#include "bench/peer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+extern char** environ;
+
+namespace bench {
+namespace {
+
+using nlohmann::json;
+
+// A child process with its stdin and stdout on pipes.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv) {
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) loom::fail("bench peer: pipe failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    int rc = posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    if (rc != 0) loom::fail("bench peer: cannot start '{}': {}", argv[0], std::strerror(rc));
+    to_ = fdopen(in[1], "w");
+    from_ = fdopen(out[0], "r");
+  }
+  ~Child() {
+    if (to_) std::fclose(to_);
+    if (from_) std::fclose(from_);
+    if (pid_ > 0) {
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == 0) {
+        kill(pid_, SIGTERM);
+        waitpid(pid_, &st, 0);
+      }
+    }
+  }
+  void send(const std::string& line) {
+    std::fputs((line + "\n").c_str(), to_);
+    std::fflush(to_);
+  }
+  // One line of output; throws when the child has exited.
+  std::string receive(const std::string& what) {
+    std::string line;
+    int c;
+    while ((c = std::fgetc(from_)) != EOF && c != '\n') line.push_back(char(c));
+    if (c == EOF && line.empty()) loom::fail("bench peer exited while {}", what);
+    return line;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+std::string peer_script() {
+  if (const char* p = std::getenv("LOOM_PEER_SCRIPT")) return p;
+  return std::string(LOOM_SOURCE_DIR) + "/scripts/peers/llama_cpp_peer.py";
+}
+
+class LlamaCppPython final : public Peer {
+ public:
+  explicit LlamaCppPython(const PeerOptions& o)
+      : child_({"python3", peer_script(), o.model, "--threads", std::to_string(o.threads), "--ctx",
+                std::to_string(o.n_ctx), "--batch", std::to_string(o.n_batch), "--ubatch",
+                std::to_string(o.n_ubatch)}) {
+    json ready = json::parse(child_.receive("loading the model"), nullptr, false);
+    if (!ready.is_object() || !ready.value("ready", false)) loom::fail("bench peer: llama.cpp did not load {}", o.model);
+    child_.send(R"({"op": "info"})");
+    json info = json::parse(child_.receive("reporting its build"));
+    describe_ = "llama-cpp-python " + info.value("version", "?") + " (" + info.value("system", "") + ")";
+  }
+  ~LlamaCppPython() override { child_.send(R"({"op": "quit"})"); }
+  std::string name() const override { return "llama.cpp"; }
+  std::string describe() const override { return describe_; }
+  PeerTiming pp(int n, int depth) override { return ask("pp", n, depth); }
+  PeerTiming tg(int n, int depth) override { return ask("tg", n, depth); }
+
+ private:
+  PeerTiming ask(const char* op, int n, int depth) {
+    child_.send(json{{"op", op}, {"n", n}, {"depth", depth}}.dump());
+    json r = json::parse(child_.receive(std::string("running ") + op), nullptr, false);
+    if (!r.is_object() || r.contains("error"))
+      loom::fail("bench peer: llama.cpp {} {} failed: {}", op, n, r.is_object() ? r["error"].dump() : "bad reply");
+    PeerTiming t;
+    t.seconds = r.at("seconds").get<double>();
+    if (r.contains("token_seconds")) t.token_seconds = r["token_seconds"].get<std::vector<double>>();
+    return t;
+  }
+  Child child_;
+  std::string describe_;
+};
+
+// Runs `llama-bench ... -r 1 -o json` per repetition and reads avg_ns.
+class LlamaBenchBinary final : public Peer {
+ public:
+  LlamaBenchBinary(std::string path, const PeerOptions& o) : path_(std::move(path)), o_(o) {
+    if (!std::filesystem::exists(path_)) loom::fail("bench peer: no llama-bench at '{}'", path_);
+  }
+  std::string name() const override { return "llama.cpp"; }
+  std::string describe() const override { return "llama-bench at " + path_; }
+  PeerTiming pp(int n, int depth) override { return run(n, 0, depth); }
+  PeerTiming tg(int n, int depth) override { return run(0, n, depth); }
+
+ private:
+  PeerTiming run(int p, int g, int depth) {
+    std::string out = std::filesystem::temp_directory_path() / ("loom-peer-" + std::to_string(getpid()) + ".json");
+    std::string cmd = "'" + path_ + "' -m '" + o_.model + "' -p " + std::to_string(p) + " -n " + std::to_string(g) +
+                      " -d " + std::to_string(depth) + " -r 1 -t " + std::to_string(o_.threads) + " -o json > '" + out +
+                      "' 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0) loom::fail("bench peer: '{}' failed", cmd);
+    FILE* f = std::fopen(out.c_str(), "r");
+    if (!f) loom::fail("bench peer: no output from llama-bench");
+    json j = json::parse(f, nullptr, false);
+    std::fclose(f);
+    std::remove(out.c_str());
+    if (!j.is_array() || j.empty()) loom::fail("bench peer: llama-bench printed no result");
+    return {j[0].at("avg_ns").get<double>() / 1e9, {}};
+  }
+  std::string path_;
+  PeerOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Peer> make_peer(const std::string& spec, const PeerOptions& opts) {
+  if (spec == "llama.cpp" || spec == "llama-cpp-python") return std::make_unique<LlamaCppPython>(opts);
+  if (spec.find('/') != std::string::npos) return std::make_unique<LlamaBenchBinary>(spec, opts);
+  loom::fail("unknown bench peer '{}' (use llama.cpp, or a path to a llama-bench binary)", spec);
+}
+
+}  // namespace bench
