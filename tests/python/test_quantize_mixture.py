@@ -122,3 +122,32 @@ def test_q4_k_m_rules_are_exercised(loom_bin, f16_model, tmp_path):
     assert {types[f"blk.{i}.attn_v.weight"] for i in range(N_LAYER)} == {QT.Q4_K, QT.Q6_K}
     assert {types[f"blk.{i}.ffn_down.weight"] for i in range(N_LAYER)} == {QT.Q5_0, QT.Q8_0}  # 704-wide rows
     assert types["token_embd.weight"] == (QT.Q6_K if "tied" in f16_model.name and "untied" not in f16_model.name else QT.Q4_K)
+
+
+def llama_requantize(src, dst, ftype):
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.nthread = 2
+    params.allow_requantize = True  # Loom always dequantizes quantized inputs first
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
+    assert rc == 0, f"llama_model_quantize failed ({rc})"
+
+
+@pytest.mark.parametrize("model,ftype", [("smollm2", "Q4_K_M"), ("gemma3", "Q5_K_M"), ("gemma3", "Q4_0")])
+def test_real_models_requantized_like_llama_cpp(request, loom_bin, tmp_path, model, ftype):
+    """Real GGUFs (SmolLM2: Q4_1/Q8_0 inputs, llama arch, 576-wide rows -> fallbacks; Gemma 3:
+    gemma3 arch, tied embeddings, 640-wide rows) requantized by both tools: same types, bytes."""
+    src = request.getfixturevalue(model)
+    ours, theirs = tmp_path / "loom.gguf", tmp_path / "llama.gguf"
+    run_loom(loom_bin, "quantize", src, ours, "--type", ftype)
+    llama_requantize(src, theirs, FTYPES[ftype])
+    ft_ours, t_ours = tensors_of(ours)
+    ft_theirs, t_theirs = tensors_of(theirs)
+    assert ft_ours == ft_theirs
+    assert [n for n, _, _ in t_ours] == [n for n, _, _ in t_theirs]
+    type_diffs = [(n, a.name, b.name) for (n, a, _), (_, b, _) in zip(t_ours, t_theirs) if a != b]
+    byte_diffs = [n for (n, a, da), (_, b, db) in zip(t_ours, t_theirs) if a == b and da != db]
+    print(f"{model} -> {ftype}: {len(t_ours)} tensors, type mismatches={len(type_diffs)}, byte mismatches={len(byte_diffs)}")
+    assert not type_diffs and not byte_diffs, (type_diffs[:5], byte_diffs[:5])
