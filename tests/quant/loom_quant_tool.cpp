@@ -3,8 +3,9 @@
 //
 //   loom-quant-tool dequant TYPE IN.bin OUT.f32     blocks of TYPE -> float32
 //   loom-quant-tool quant   TYPE IN.f32 OUT.bin     float32 -> blocks of TYPE
-//   loom-quant-tool dot     TYPE W.bin A.bin N      prints vec_dot(TYPE, W, A, N) as hex bits
-//                                                   (A must already be in vec_dot_type(TYPE))
+//   loom-quant-tool dot     TYPE W.bin A.bin N      W and A hold R rows of N elements each (A
+//                                                   already in vec_dot_type(TYPE)); prints
+//                                                   vec_dot of each row pair as hex float bits
 // TYPE is a ggml type name (q4_K, f16, ...). Errors go to stderr with exit status 1.
 #include <bit>
 #include <cstring>
@@ -62,11 +63,16 @@ int run(int argc, char** argv) {
     const auto w = read_all(argv[3]);
     const auto a = read_all(argv[4]);
     const int64_t n = std::stoll(argv[5]);
-    if (w.size() < loom::quant::row_size(t, n) ||
-        a.size() < loom::quant::row_size(loom::quant::vec_dot_type(t), n))
-      loom::fail("dot: inputs shorter than {} elements", n);
-    const float r = loom::quant::vec_dot(t, w.data(), a.data(), n);
-    std::printf("%08x\n", std::bit_cast<uint32_t>(r));
+    const size_t wrow = loom::quant::row_size(t, n);
+    const size_t arow = loom::quant::row_size(loom::quant::vec_dot_type(t), n);
+    const size_t rows = w.size() / wrow;
+    if (w.size() != rows * wrow || a.size() != rows * arow)
+      loom::fail("dot: {} and {} bytes are not {} row pairs of {} elements", w.size(), a.size(),
+                 rows, n);
+    for (size_t r = 0; r < rows; ++r) {
+      const float v = loom::quant::vec_dot(t, w.data() + r * wrow, a.data() + r * arow, n);
+      std::printf("%08x\n", std::bit_cast<uint32_t>(v));
+    }
   } else {
     loom::fail("unknown verb '{}'", verb);
   }
