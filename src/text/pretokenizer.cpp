@@ -31,13 +31,12 @@ const char* kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
     " ?[^" LOOM_WS "\\p{L}\\p{N}]+[\\r\\n]*|" S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+";
 
-// DeepSeek V3. llama.cpp evaluates \p{P} and \p{S} on a "collapsed" text in which ASCII
-// characters keep their identity and its ASCII symbol class omits '~' (U+007E), so '~' is
-// neither P nor S there; the expressions below reproduce that.
+// DeepSeek V3 (llama.cpp evaluates these with std::regex on a category-collapsed text; its
+// observable splits match Unicode \p{P}/\p{S}, '~' included, as checked against llama.cpp).
 const char* kDeepseek3Cjk = "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+";
 const char* kDeepseek3Main =
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|(?:~|[^\\r\\n\\p{L}\\p{P}\\p{S}])?[\\p{L}\\p{M}]+|"
-    " ?(?:(?!~)[\\p{P}\\p{S}])+[\\r\\n]*|" S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+";
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+    " ?[\\p{P}\\p{S}]+[\\r\\n]*|" S "*[\\r\\n]+|" S "+(?!" NS ")|" S "+";
 
 std::vector<std::string> patterns_for(PreType t) {
   switch (t) {

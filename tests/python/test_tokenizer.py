@@ -132,16 +132,44 @@ def test_gemma3_tokens_match_llama_cpp(loom_bin, gemma3, corpus, tmp_path, add_s
                         f"gemma3 add_special={add_special} parse_special={parse_special}")
 
 
+def gpt2_byte_alphabet():
+    bs = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def vocab_texts(llm):
+    vocab = vocab_of(llm)
+    return {llama_cpp.llama_vocab_get_text(vocab, t) for t in range(llama_cpp.llama_vocab_n_tokens(vocab))}
+
+
 @pytest.mark.parametrize("which", ["smollm2", "gemma3"])
 @pytest.mark.parametrize("parse_special", [False, True])
 def test_round_trip(request, loom_bin, corpus, tmp_path, which, parse_special):
-    """decode(encode(s)) == s with remove_special (drops the added BOS) and unparse_special
+    """decode(encode(s)) == s, with remove_special (drops the added BOS) and unparse_special
     following parse_special. Neither model adds a prefix space (add_space_prefix is false for
-    both), so valid UTF-8 must come back exactly. Invalid UTF-8: SPM with byte fallback keeps
-    the bytes (must round-trip too); byte-level BPE sees U+FFFD instead (excluded, by design)."""
+    both). The exceptions are properties of the tokenizers (llama.cpp behaves the same; the
+    token-level tests above prove agreement), and are excluded here, not loosened:
+      BPE (SmolLM2): invalid UTF-8 is read as U+FFFD; a byte whose byte-level character is not
+        in the vocabulary (SmolLM2 lacks 21, e.g. 0x04, 0x14, 0xFF) is dropped.
+      SPM (Gemma 3): a literal U+2581 in the input is the space marker and decodes as a space
+        (expected text has it replaced); in invalid UTF-8 a malformed lead byte can swallow a
+        following space marker into its byte-fallback spelling (invalid strings with a space
+        are excluded; other invalid strings must keep their bytes exactly)."""
     model = request.getfixturevalue(which)
+    llm = llama_for(model)
     recs = loom_batch(loom_bin, model, corpus, tmp_path, True, parse_special)
     bpe = which == "smollm2"
+    if bpe:
+        texts = vocab_texts(llm)
+        alphabet = gpt2_byte_alphabet()
+        missing = {b for b in range(256) if alphabet[b].encode() not in texts}
+        assert missing, "expected SmolLM2 to lack some byte-level characters"
     checked = failed = 0
     bad = []
     for (kind, b), rec in zip(corpus, recs):
@@ -152,14 +180,19 @@ def test_round_trip(request, loom_bin, corpus, tmp_path, which, parse_special):
             valid = True
         except UnicodeDecodeError:
             valid = False
-        if bpe and not valid:
+        expected = b
+        if bpe and (not valid or any(x in missing for x in b)):
             continue
+        if not bpe:
+            if not valid and b" " in b:
+                continue
+            expected = b.replace("\u2581".encode(), b" ")
         checked += 1
-        if base64.b64decode(rec["decoded_b64"]) != b:
+        if base64.b64decode(rec["decoded_b64"]) != expected:
             failed += 1
             bad.append(b)
     print(f"\n{which} parse_special={parse_special}: round-trip checked {checked}, failed {failed}", bad[:5])
-    assert failed == 0
+    assert checked > 2000 and failed == 0
 
 
 @pytest.mark.parametrize("which", ["smollm2", "gemma3"])
