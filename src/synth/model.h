@@ -1,0 +1,38 @@
+// Random-weight GGUF models of a named shape, written the way llama.cpp expects each
+// architecture (tensor names, metadata keys), streamed tensor by tensor to disk.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gguf/tensor_type.h"
+#include "synth/shapes.h"
+
+namespace loom::synth {
+
+struct SynthOptions {
+  uint64_t seed = 0;
+  gguf::TensorType type = gguf::TensorType::F16;  // matrices and embeddings; norms and biases stay F32
+  std::optional<uint32_t> n_vocab;                // override the shape's vocabulary size
+  std::optional<uint32_t> n_layer;                // override the shape's layer count
+};
+
+// Types synth can write itself (F32, F16, BF16, Q8_0); other quantizations are `loom quantize`'s.
+bool synth_supports(gguf::TensorType t);
+
+struct SynthTensor {
+  std::string name;
+  std::vector<uint64_t> dims;  // GGUF order
+  gguf::TensorType type;
+  enum Kind { Matrix, Norm, Bias } kind;
+};
+// The tensor table for a shape (after overrides), in file order.
+std::vector<SynthTensor> synth_tensors(const ModelShape& s, gguf::TensorType type);
+
+struct SynthResult {
+  uint64_t tensors = 0, params = 0, bytes = 0;
+};
+SynthResult write_model(const ModelShape& shape, const SynthOptions& opt, const std::string& path);
+
+}  // namespace loom::synth
