@@ -32,15 +32,25 @@ std::span<const float> Session::prefill(std::span<const int32_t> tokens) {
 
 std::span<const float> Session::decode(int32_t token) { return prefill(std::span<const int32_t>(&token, 1)); }
 
-std::vector<float> Session::evaluate(std::span<const int32_t> tokens) {
+std::vector<float> Session::evaluate(std::span<const int32_t> tokens, size_t from) {
   if (tokens.empty()) loom::fail("evaluate needs at least one token");
+  if (from >= tokens.size()) loom::fail("evaluate: first scored row {} but only {} tokens", from, tokens.size());
   check_room(tokens.size());
   const size_t V = size_t(plan_->vocab_size());
-  std::vector<float> out(tokens.size() * V);
+  std::vector<float> out((tokens.size() - from) * V);
+  size_t row = 0;
   for (size_t i = 0; i < tokens.size(); i += opts_.n_batch) {
     const size_t n = std::min(tokens.size() - i, size_t(opts_.n_batch));
     auto batch = backend::StepBatch::sequence({tokens.begin() + i, tokens.begin() + i + n}, n_past_, true);
-    plan_->run(batch, kv_, out.data() + i * V);
+    for (size_t j = 0; j < n; ++j) batch.want_logits[j] = i + j >= from;
+    const size_t rows = batch.n_logit_rows();
+    if (rows > 0) {
+      plan_->run(batch, kv_, out.data() + row * V);
+    } else {  // no row of this chunk is scored; run it for the cache, keep one row aside
+      batch.want_logits.back() = 1;
+      plan_->run(batch, kv_, last_.data());
+    }
+    row += rows;
     n_past_ += int32_t(n);
   }
   std::copy(out.end() - V, out.end(), last_.begin());

@@ -25,8 +25,9 @@ class Session {
 
   std::span<const float> prefill(std::span<const int32_t> tokens);
   std::span<const float> decode(int32_t token);
-  // Logits of every token fed, tokens.size() x vocab, row-major.
-  std::vector<float> evaluate(std::span<const int32_t> tokens);
+  // Logits of tokens [from, size) of those fed, (size - from) x vocab, row-major; rows before
+  // `from` skip the vocabulary projection (perplexity scores only the second half of a chunk).
+  std::vector<float> evaluate(std::span<const int32_t> tokens, size_t from = 0);
 
   int32_t position() const { return n_past_; }
   int32_t n_ctx() const { return opts_.n_ctx; }

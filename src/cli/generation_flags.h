@@ -1,0 +1,26 @@
+// Flags `loom run` and `loom chat` share: the model, the context, threads and the sampler.
+// Defaults are llama.cpp's (temp 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalties, last 64).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "runtime/model_loader.h"
+#include "runtime/sampler.h"
+
+namespace loom::cli {
+
+struct GenerationFlags {
+  std::string model, gguf;
+  int threads = 0;
+  int32_t n_ctx = 0;
+  std::string kv_type = "f16";
+  runtime::SamplerParams sampling;
+  int64_t seed = -1;  // -1: from the clock (printed so a run can be repeated)
+
+  void add_to(CLI::App& cmd);
+  runtime::RunOptions run_options() const;
+  runtime::SamplerParams sampler_params();  // resolves the seed
+};
+
+}  // namespace loom::cli

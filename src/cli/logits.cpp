@@ -1,0 +1,75 @@
+// `loom logits -m FILE --tokens ids.txt --out logits.f32`: teacher-forced logits of every
+// position, float32 [n_tokens x n_vocab] row-major — what the correctness tests compare with
+// llama.cpp. Token ids are whitespace- or comma-separated integers.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/verb.h"
+#include "common/error.h"
+#include "runtime/model_loader.h"
+
+namespace loom::cli {
+
+std::vector<int32_t> read_token_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) loom::fail("cannot open token file {}", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  for (char& c : text)
+    if (c == ',' || c == '[' || c == ']') c = ' ';
+  std::istringstream is(text);
+  std::vector<int32_t> ids;
+  std::string word;
+  while (is >> word) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(word, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != word.size() || v < 0 || v > INT32_MAX) loom::fail("{}: \"{}\" is not a token id", path, word);
+    ids.push_back(int32_t(v));
+  }
+  if (ids.empty()) loom::fail("{}: no token ids", path);
+  return ids;
+}
+
+namespace {
+
+struct LogitsArgs {
+  std::string model, gguf, tokens, out;
+  int threads = 0;
+};
+
+void run_logits(const LogitsArgs& a) {
+  const auto ids = read_token_file(a.tokens);
+  auto model = runtime::load_model(a.model, a.gguf);
+  runtime::RunOptions ro;
+  ro.threads = a.threads;
+  ro.n_ctx = int32_t(ids.size());
+  auto session = runtime::open_session(model, ro);
+  const auto logits = session->evaluate(ids);
+  FILE* f = std::fopen(a.out.c_str(), "wb");
+  if (!f) loom::fail("cannot write {}", a.out);
+  const size_t n = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
+  if (std::fclose(f) != 0 || n != logits.size()) loom::fail("short write to {}", a.out);
+  std::fprintf(stderr, "logits: %zu tokens x %lld vocab -> %s\n", ids.size(), (long long)session->vocab_size(),
+               a.out.c_str());
+}
+
+const RegisterVerb reg("logits", [](CLI::App& root) {
+  auto* cmd = root.add_subcommand("logits", "Teacher-forced logits of every position, float32 [tokens x vocab]");
+  auto a = std::make_shared<LogitsArgs>();
+  cmd->add_option("-m,--model", a->model, "model .gguf or .loom")->required();
+  cmd->add_option("--gguf", a->gguf, "weights for a .loom program");
+  cmd->add_option("--tokens", a->tokens, "file of token ids")->required();
+  cmd->add_option("--out", a->out, "output file")->required();
+  cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
+  cmd->callback([a] { run_logits(*a); });
+});
+
+}  // namespace
+}  // namespace loom::cli

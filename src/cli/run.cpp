@@ -1,0 +1,125 @@
+// `loom run -m model.gguf|model.loom -p "prompt" -n N`: one prompt, streamed completion on
+// stdout, speed line on stderr. --chat wraps the prompt as one user turn of the model's chat
+// template; --raw (the default) feeds it as is.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/generation_flags.h"
+#include "cli/verb.h"
+#include "common/error.h"
+#include "runtime/generator.h"
+#if __has_include("text/chat_template.h")
+#include "text/chat_template.h"
+#define LOOM_HAVE_CHAT_TEMPLATE 1
+#endif
+#include "text/tokenizer.h"
+
+namespace loom::cli {
+
+void GenerationFlags::add_to(CLI::App& cmd) {
+  cmd.add_option("-m,--model", model, "model .gguf, or .loom program")->required();
+  cmd.add_option("--gguf", gguf, "weights for a .loom program (default: found next to it, checked by sha256)");
+  cmd.add_option("-t,--threads", threads, "threads (0: the program's schedule, else all cores)");
+  cmd.add_option("-c,--ctx-size", n_ctx, "context length (0: min(4096, the program's bound))");
+  cmd.add_option("--kv-type", kv_type, "KV cache storage: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
+  auto& s = sampling;
+  cmd.add_option("--temp", s.temperature, "temperature (<= 0: greedy)")->capture_default_str();
+  cmd.add_option("--top-k", s.top_k, "top-k (0: off)")->capture_default_str();
+  cmd.add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str();
+  cmd.add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str();
+  cmd.add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  cmd.add_option("--repeat-last-n", s.penalty_last_n, "tokens the penalties look back over")->capture_default_str();
+  cmd.add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str();
+  cmd.add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str();
+  cmd.add_option("--seed", seed, "sampling seed (-1: from the clock)");
+}
+
+runtime::RunOptions GenerationFlags::run_options() const {
+  runtime::RunOptions ro;
+  ro.threads = threads;
+  ro.n_ctx = n_ctx;
+  ro.kv_elem = kv_type == "f32" ? backend::KvElem::f32 : backend::KvElem::f16;
+  return ro;
+}
+
+runtime::SamplerParams GenerationFlags::sampler_params() {
+  if (seed < 0) {
+    seed = int64_t(std::chrono::steady_clock::now().time_since_epoch().count() & 0x7fffffff);
+    std::fprintf(stderr, "seed: %lld\n", (long long)seed);
+  }
+  runtime::SamplerParams p = sampling;
+  p.seed = uint64_t(seed);
+  return p;
+}
+
+namespace {
+
+struct RunArgs {
+  GenerationFlags gen;
+  std::string prompt, prompt_file, system;
+  int32_t n_predict = 128;
+  bool no_bos = false, chat = false, raw = false, special = false;
+};
+
+void run_once(RunArgs& a) {
+  if (a.chat && a.raw) loom::fail("--chat and --raw exclude each other");
+  if (!a.prompt_file.empty()) {
+    std::ifstream in(a.prompt_file, std::ios::binary);
+    if (!in) loom::fail("cannot open {}", a.prompt_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    a.prompt = ss.str();
+  }
+  auto model = runtime::load_model(a.gen.model, a.gen.gguf);
+  const auto tok = text::Tokenizer::from_gguf(*model.file);
+  std::vector<int32_t> ids;
+  if (a.chat) {
+#ifndef LOOM_HAVE_CHAT_TEMPLATE
+    loom::fail("--chat needs the chat-template module (text/chat_template.h), not in this build");
+#else
+    const auto tmpl = text::chat_template_for(*model.file);
+    std::vector<text::ChatMessage> msgs;
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", a.prompt});
+    ids = tok.encode(tmpl.render(msgs, /*add_generation_prompt=*/true), /*add_special=*/!a.no_bos, /*parse_special=*/true);
+#endif
+  } else {
+    ids = tok.encode(a.prompt, /*add_special=*/!a.no_bos, /*parse_special=*/a.special);
+  }
+  if (ids.empty()) loom::fail("the prompt tokenizes to nothing (give -p, or drop --no-bos)");
+  auto session = runtime::open_session(model, a.gen.run_options());
+  runtime::Sampler sampler(a.gen.sampler_params());
+  runtime::Generator gen(*session, sampler, tok);
+  if (a.raw || !a.chat) {
+    std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // echo, as llama-cli does
+    std::fflush(stdout);
+  }
+  const auto st = gen.generate(ids, a.n_predict, [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::printf("\n");
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", st.speed_line().c_str());
+}
+
+const RegisterVerb reg("run", [](CLI::App& root) {
+  auto* cmd = root.add_subcommand("run", "Generate a completion for one prompt, streamed to stdout");
+  auto a = std::make_shared<RunArgs>();
+  a->gen.add_to(*cmd);
+  cmd->add_option("-p,--prompt", a->prompt, "prompt text");
+  cmd->add_option("-f,--file", a->prompt_file, "read the prompt from a file");
+  cmd->add_option("-n,--n-predict", a->n_predict, "tokens to generate at most (-1: until the context is full)")
+      ->capture_default_str();
+  cmd->add_flag("--no-bos", a->no_bos, "do not add the vocabulary's BOS token");
+  cmd->add_flag("--chat", a->chat, "wrap the prompt in the model's chat template as a user turn");
+  cmd->add_flag("--raw", a->raw, "feed the prompt as is (the default)");
+  cmd->add_flag("--special", a->special, "raw mode: parse special-token text such as <|im_start|>");
+  cmd->add_option("--system", a->system, "system prompt (with --chat)");
+  cmd->callback([a] { run_once(*a); });
+});
+
+}  // namespace
+}  // namespace loom::cli

@@ -1,0 +1,100 @@
+#include "runtime/model_loader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "backend/cpu/reference.h"
+#include "common/error.h"
+
+// The porter and the .loom parser are separate modules that land independently; until one is
+// in the build, the matching input kind is refused with a clear error.
+#if __has_include("port/port.h")
+#include "port/port.h"
+#define LOOM_HAVE_PORT 1
+#endif
+#if __has_include("ir/parser.h") && __has_include("ir/verifier.h")
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#define LOOM_HAVE_PARSER 1
+#endif
+
+namespace fs = std::filesystem;
+
+namespace loom::runtime {
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Implements the search order documented in model_loader.h.
+std::string find_weights(const ir::Module& m, const fs::path& program, const std::string& override_path) {
+  const std::string want = ir::attr_string(m.attrs, "gguf.sha256");
+  const fs::path dir = program.parent_path().empty() ? fs::path(".") : program.parent_path();
+  std::vector<fs::path> candidates;
+  if (!override_path.empty()) {
+    candidates.push_back(override_path);
+  } else {
+    if (auto f = ir::attr_string(m.attrs, "gguf.file"); !f.empty()) candidates.push_back(dir / f);
+    candidates.push_back(fs::path(program).replace_extension(".gguf"));
+  }
+  for (const auto& c : candidates)
+    if (fs::exists(c)) return c.string();
+  if (!override_path.empty()) loom::fail("--gguf {}: no such file", override_path);
+  if (want.empty())
+    loom::fail("{}: no weights found (no {} next to it, no gguf.sha256 to search by); give --gguf FILE",
+               program.string(), fs::path(program).replace_extension(".gguf").string());
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".gguf" && gguf::File::open(e.path().string()).sha256() == want) return e.path().string();
+  loom::fail("{}: no .gguf in {} has sha256 {}; give --gguf FILE", program.string(), dir.string(), want);
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path, const std::string& gguf_override) {
+  LoadedModel lm;
+  if (ends_with(path, ".loom")) {
+#ifndef LOOM_HAVE_PARSER
+    loom::fail("{}: this build has no .loom parser yet; run the .gguf directly", path);
+#else
+    std::ifstream in(path, std::ios::binary);
+    if (!in) loom::fail("cannot open {}", path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    lm.module = ir::parse(ss.str(), path);
+    ir::verify(lm.module);
+    const std::string weights = find_weights(lm.module, path, gguf_override);
+    lm.file = std::make_unique<gguf::File>(gguf::File::open(weights));
+    const std::string want = ir::attr_string(lm.module.attrs, "gguf.sha256");
+    if (!want.empty() && lm.file->sha256() != want)
+      loom::fail("{} was ported from a GGUF with sha256 {}, but {} has {}", path, want, weights, lm.file->sha256());
+    lm.origin = "parsed from " + path + ", weights " + weights;
+#endif
+  } else {
+    if (!gguf_override.empty()) loom::fail("--gguf is for .loom programs; {} is already a GGUF", path);
+#ifndef LOOM_HAVE_PORT
+    loom::fail("{}: this build has no porter yet (src/port)", path);
+#else
+    lm.file = std::make_unique<gguf::File>(gguf::File::open(path));
+    lm.module = port::port(*lm.file);
+    lm.origin = "ported from " + path;
+#endif
+  }
+  return lm;
+}
+
+std::unique_ptr<Session> open_session(const LoadedModel& model, const RunOptions& opts) {
+  auto be = backend::cpu::make_reference_backend();
+  auto ws = backend::WeightSource::bind(model.module, *model.file);
+  auto plan = be->compile(model.module, ws, {opts.threads});
+  int32_t n_ctx = opts.n_ctx;
+  const ir::SymDim* p = model.module.find_dim("P");
+  const int64_t bound = p ? p->hi : 0;
+  if (n_ctx <= 0) n_ctx = int32_t(bound > 0 ? std::min<int64_t>(4096, bound) : 4096);
+  return std::make_unique<Session>(std::move(plan), SessionOptions{n_ctx, opts.kv_elem, opts.n_batch});
+}
+
+}  // namespace loom::runtime

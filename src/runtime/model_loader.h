@@ -1,0 +1,40 @@
+// Opening a model for execution: a GGUF file (ported to a program in memory) or a `.loom`
+// program (parsed and verified) plus the GGUF that holds its weights.
+//
+// Finding the weights of a `.loom` program, in order:
+//   1. `gguf` given explicitly (--gguf FILE);
+//   2. the module attribute `gguf.file` (a file name, resolved next to the .loom file);
+//   3. `<stem>.gguf` next to the .loom file (model.loom -> model.gguf);
+//   4. any *.gguf next to it whose SHA-256 equals the module's `gguf.sha256`.
+// When the module records `gguf.sha256`, the file chosen must match it (a program ported from
+// one file never silently runs on another).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "gguf/file.h"
+#include "ir/module.h"
+#include "runtime/session.h"
+
+namespace loom::runtime {
+
+struct LoadedModel {
+  std::unique_ptr<gguf::File> file;  // the weights (and tokenizer metadata)
+  ir::Module module;
+  std::string origin;                // "ported from …" / "parsed from …", for messages
+};
+
+LoadedModel load_model(const std::string& path, const std::string& gguf_override = "");
+
+struct RunOptions {
+  int threads = 0;      // 0: schedule's threads, else hardware concurrency
+  int32_t n_ctx = 0;    // 0: min(4096, the program's bound on positions)
+  backend::KvElem kv_elem = backend::KvElem::f16;
+  int32_t n_batch = 512;
+};
+
+// Compiles the module for the reference CPU backend and opens a session on it.
+std::unique_ptr<Session> open_session(const LoadedModel& model, const RunOptions& opts);
+
+}  // namespace loom::runtime

@@ -1,0 +1,147 @@
+"""Loom's reference CPU executor against llama.cpp (llama-cpp-python) on the same GGUF file.
+
+Teacher-forced on llama.cpp's own token ids (so tokenizer differences cannot confound):
+per-position top-1 agreement, mean KL(llama.cpp || Loom), max |Δlogit|; and perplexity
+computed the way llama-perplexity does (chunks of n_ctx, BOS at the start of each chunk when
+the vocabulary adds one, score the second half). Random-weight models compare logits directly.
+
+Run with `pytest -s` to see every figure; all of them also go to $LOOM_BUILD/correctness.json.
+"""
+import json
+import pathlib
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_loom
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+TEXTS = ROOT / "tests" / "data" / "text"
+LOGIT_TEXTS = ["apache-2.0.txt", "artistic.txt", "mpl-2.0.txt"]
+N_LOGIT_TOKENS = 256
+PPL_TEXT = "gpl-3.txt"
+PPL_CTX = 512
+PPL_CHUNKS = 8  # 8 x 512 = 4096 tokens of the text
+
+# Thresholds (never loosened to pass).
+MIN_TOP1 = 0.98
+MAX_MEAN_KL = 0.01
+MAX_PPL_REL = 0.01
+MAX_SYNTH_REL_DLOGIT = 0.02  # max |Δlogit| / std(logits) for random weights
+
+FIGURES = {}
+
+
+def record(model, key, value):
+    FIGURES.setdefault(model, {})[key] = value
+    print(f"  {model}: {key} = {value}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_figures(build_dir):
+    yield
+    out = pathlib.Path(build_dir) / "correctness.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(FIGURES, indent=2, sort_keys=True))
+    print(f"\nfigures written to {out}")
+
+
+def open_llama(path, n_ctx):
+    return llama_cpp.Llama(model_path=str(path), logits_all=True, n_ctx=n_ctx, n_threads=2, n_batch=512,
+                           verbose=False)
+
+
+def llama_logits(llm, tokens):
+    llm.reset()
+    llm.eval(tokens)
+    return np.array(llm.scores[: len(tokens)], dtype=np.float32)
+
+
+def loom_logits(loom_bin, model, tokens, tmp_path):
+    ids = tmp_path / "ids.txt"
+    ids.write_text(" ".join(map(str, tokens)))
+    out = tmp_path / "logits.f32"
+    run_loom(loom_bin, "logits", "-m", model, "--tokens", ids, "--out", out, "--threads", 2)
+    x = np.fromfile(out, dtype=np.float32)
+    out.unlink()
+    return x.reshape(len(tokens), -1)
+
+
+def log_softmax(x):
+    x = x.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def compare(ref, got):
+    assert ref.shape == got.shape, (ref.shape, got.shape)
+    lp, lq = log_softmax(ref), log_softmax(got)
+    kl = (np.exp(lp) * (lp - lq)).sum(axis=-1)
+    return {
+        "top1": float((ref.argmax(-1) == got.argmax(-1)).mean()),
+        "mean_kl": float(kl.mean()),
+        "max_abs_dlogit": float(np.abs(ref - got).max()),
+        "rel_max_dlogit": float(np.abs(ref - got).max() / ref.std()),
+    }
+
+
+def llama_perplexity(llm, tokens, n_ctx, n_chunks, add_bos, bos):
+    """llama-perplexity's recipe: per chunk, BOS first (when the vocab adds one), score the
+    predictions of positions n_ctx/2 .. n_ctx-2."""
+    nll, count = 0.0, 0
+    first = n_ctx // 2
+    for c in range(n_chunks):
+        chunk = list(tokens[c * n_ctx:(c + 1) * n_ctx])
+        if add_bos:
+            chunk[0] = bos
+        lp = log_softmax(llama_logits(llm, chunk))
+        for j in range(first, n_ctx - 1):
+            nll -= lp[j, tokens[c * n_ctx + j + 1]]
+            count += 1
+    return float(np.exp(nll / count))
+
+
+def loom_perplexity(loom_bin, model, tokens, n_ctx, n_chunks, tmp_path):
+    ids = tmp_path / "ppl_ids.txt"
+    ids.write_text(" ".join(map(str, tokens)))
+    js = tmp_path / "ppl.json"
+    run_loom(loom_bin, "perplexity", "-m", model, "--tokens", ids, "-c", n_ctx, "--chunks", n_chunks, "--json", js,
+             "--threads", 2)
+    return json.loads(js.read_text())
+
+
+def check_real_model(name, path, loom_bin, tmp_path):
+    t0 = time.time()
+    llm = open_llama(path, PPL_CTX)
+    add_bos = llm._model.add_bos_token() if hasattr(llm._model, "add_bos_token") else True
+    worst = {}
+    for text in LOGIT_TEXTS:
+        toks = llm.tokenize((TEXTS / text).read_text().encode(), add_bos=True)[:N_LOGIT_TOKENS]
+        assert len(toks) == N_LOGIT_TOKENS
+        m = compare(llama_logits(llm, toks), loom_logits(loom_bin, path, toks, tmp_path))
+        for k, v in m.items():
+            record(name, f"{text}.{k}", v)
+        worst = {k: (min if k == "top1" else max)(worst.get(k, v), v) for k, v in m.items()}
+    toks = llm.tokenize((TEXTS / PPL_TEXT).read_text().encode(), add_bos=True)
+    assert len(toks) >= PPL_CTX * PPL_CHUNKS, len(toks)
+    ppl_ref = llama_perplexity(llm, toks, PPL_CTX, PPL_CHUNKS, add_bos, llm.token_bos())
+    got = loom_perplexity(loom_bin, path, toks, PPL_CTX, PPL_CHUNKS, tmp_path)
+    record(name, "ppl_llama_cpp", ppl_ref)
+    record(name, "ppl_loom", got["ppl"])
+    record(name, "ppl_tokens_scored", got["scored"])
+    record(name, "ppl_rel_diff", abs(got["ppl"] - ppl_ref) / ppl_ref)
+    record(name, "seconds", round(time.time() - t0, 1))
+    assert worst["top1"] >= MIN_TOP1
+    assert worst["mean_kl"] <= MAX_MEAN_KL
+    assert abs(got["ppl"] - ppl_ref) / ppl_ref <= MAX_PPL_REL
+
+
+def test_smollm2_matches_llama_cpp(smollm2, loom_bin, tmp_path):
+    check_real_model("smollm2-135m-q4_1", smollm2, loom_bin, tmp_path)
+
+
+def test_gemma3_matches_llama_cpp(gemma3, loom_bin, tmp_path):
+    check_real_model("gemma3-270m-q4_k_m", gemma3, loom_bin, tmp_path)
