@@ -83,7 +83,11 @@ void run_once(RunArgs& a) {
     std::vector<text::ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", a.prompt});
-    ids = tok.encode(tmpl.render(msgs, /*add_generation_prompt=*/true), /*add_special=*/!a.no_bos, /*parse_special=*/true);
+    const std::string text = tmpl.render(msgs, /*add_generation_prompt=*/true);
+    // A template that writes BOS itself (gemma's `{{ bos_token }}`) must not get a second one.
+    const auto& bos = tok.vocab().valid(tok.vocab().bos) ? tok.token_to_piece(tok.vocab().bos, true) : std::string();
+    const bool has_bos = !bos.empty() && text.rfind(bos, 0) == 0;
+    ids = tok.encode(text, /*add_special=*/!a.no_bos && !has_bos, /*parse_special=*/true);
 #endif
   } else {
     ids = tok.encode(a.prompt, /*add_special=*/!a.no_bos, /*parse_special=*/a.special);
