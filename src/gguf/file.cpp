@@ -291,6 +291,8 @@ void File::parse() {
     auto traits = type_traits(type);
     if (!traits) r.fail_at(type_at, field, fmt::format("unknown tensor type id {}", type));
     t.type = TensorType(type);
+    if (t.dims[0] / traits->block_elems > uint64_t(INT64_MAX) / traits->block_bytes)
+      r.fail_at(type_at, field, fmt::format("byte size overflows for shape {}", shape_str(t.dims)));
     auto rb = row_bytes(t.type, t.dims[0]);
     if (!rb)
       r.fail_at(type_at, field,
