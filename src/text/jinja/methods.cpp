@@ -165,8 +165,8 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& a) 
     return Value::string(std::move(out));
   }
   if (name == "replace") {
-    const std::string& from = want_str(a.get_or(0, "old", Value()), "replace() old", pos);
-    const std::string& to = want_str(a.get_or(1, "new", Value()), "replace() new", pos);
+    std::string from = want_str(a.get_or(0, "old", Value()), "replace() old", pos);
+    std::string to = want_str(a.get_or(1, "new", Value()), "replace() new", pos);
     int64_t count = a.get_or(2, "count", Value::integer(-1)).as_int();
     std::string out;
     if (from.empty()) throw_at(pos, "unsupported: replace() with an empty pattern");
@@ -180,7 +180,7 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& a) 
     return Value::string(out + s.substr(start));
   }
   if (name == "find" || name == "index" || name == "rfind" || name == "rindex") {
-    const std::string& sub = want_str(a.get_or(0, "sub", Value()), (name + "() argument").c_str(), pos);
+    std::string sub = want_str(a.get_or(0, "sub", Value()), (name + "() argument").c_str(), pos);
     size_t at = name[0] == 'r' ? s.rfind(sub) : s.find(sub);
     if (at == std::string::npos && (name == "index" || name == "rindex")) throw_at(pos, "substring not found");
     return Value::integer(cp_index(s, at));
