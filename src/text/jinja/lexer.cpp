@@ -58,7 +58,7 @@ class Lexer {
         raw(t, after);
       } else {
         push(kind == '%' ? Tok::BlockBegin : Tok::VarBegin, kind == '%' ? "{%" : "{{", t);
-        inside_tag(q, kind == '%');
+        inside_tag(t, q, kind == '%');
       }
     }
     push(Tok::Eof, "", src_.size());
@@ -173,9 +173,8 @@ class Lexer {
     fail_at(start, "unterminated raw block: missing '{% endraw %}'");
   }
 
-  void inside_tag(size_t k, bool block) {
+  void inside_tag(size_t start, size_t k, bool block) {
     std::vector<char> balance;
-    size_t start = k;
     while (true) {
       while (k < src_.size() && is_ws(src_[k])) ++k;
       if (k >= src_.size()) fail_at(start, block ? "unterminated block tag: missing '%}'" : "unterminated expression: missing '}}'");
