@@ -65,7 +65,8 @@ TEST(Kernels, GegluSwigluSoftcapSlice) {
   Tensor g{1, 3, {-1.f, 0.5f, 2.f}, {}}, u{1, 3, {2.f, 3.f, -1.f}, {}};
   auto gl = run(h, make_op("geglu", 2, 3, {}), {&g, &u}, 1);
   auto gelu = [](float x) { return 0.5f * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715f * x * x * x))); };
-  for (int i = 0; i < 3; ++i) EXPECT_NEAR(gl.f[i], gelu(g.f[i]) * u.f[i], 1e-6);
+  // ggml's fp16 GELU table: exact up to fp16 rounding of input and output.
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(gl.f[i], gelu(g.f[i]) * u.f[i], 2e-3 * std::fabs(u.f[i]) + 1e-6);
   auto sw = run(h, make_op("swiglu", 2, 3, {}), {&g, &u}, 1);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(sw.f[i], g.f[i] / (1 + std::exp(-g.f[i])) * u.f[i], 1e-6);
   auto sc = run(h, make_op("softcap", 1, 3, {{"cap", 1.5}}), {&g}, 1);

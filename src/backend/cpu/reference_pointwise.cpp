@@ -55,11 +55,21 @@ const Tensor& value_operand(KernelArgs& a, size_t i) {
   return *a.in[i];
 }
 
-// ggml_silu_f32 and ggml_gelu (tanh approximation) as ggml-cpu computes them in fp32.
+// ggml_silu_f32 as ggml-cpu computes it in fp32.
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
-inline float gelu_tanh(float x) {
+
+// GELU, tanh approximation. ggml-cpu (GGML_GELU_FP16) evaluates it through a table indexed by
+// the fp16 rounding of x and holding fp16 results, saturating beyond ±10; the reference
+// reproduces that rounding so geglu models see the same activations as under llama.cpp.
+inline float gelu_tanh_exact(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+inline float gelu_tanh(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  using loom::quant::fp16_to_fp32, loom::quant::fp32_to_fp16;
+  return fp16_to_fp32(fp32_to_fp16(gelu_tanh_exact(fp16_to_fp32(fp32_to_fp16(x)))));
 }
 
 }  // namespace

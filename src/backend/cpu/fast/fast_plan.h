@@ -1,0 +1,46 @@
+// FastPlan: a compiled program of the fast CPU backend (see plan.h for the step model).
+#pragma once
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/fast/plan.h"
+
+namespace loom::backend::cpu::fast {
+
+class FastPlan final : public Plan {
+ public:
+  FastPlan(const ir::Module& m, const WeightSource& ws, int threads);  // fast_compile.cpp
+  void run(const StepBatch& batch, KvStore& kv, float* logits_out) override;  // fast_plan.cpp
+  int64_t vocab_size() const override { return vocab_; }
+  const std::vector<KvLayerShape>& kv_layers() const override { return layers_; }
+  int threads() const override { return pool_.size(); }
+
+ private:
+  const float* dense_of(const gguf::TensorInfo* t);
+  void allocate_slots(int n_values, const std::vector<int>& last_use, const std::vector<int>& quant_last_use);
+  void drop_rows(Exec& e);
+
+  SpinPool pool_;
+  std::vector<Step> steps_;
+  std::vector<Slot> slots_, quant_slots_;
+  int64_t arena_row_bytes_ = 0;
+  std::vector<uint8_t> arena_;
+  int64_t capacity_ = 0;
+  std::vector<RopeConfig> ropes_;
+  std::vector<std::vector<float>> rope_tables_;
+  std::vector<uint8_t> rope_ready_;
+  std::vector<std::vector<float>> scratch_;
+  std::map<const gguf::TensorInfo*, std::vector<float>> dense_;
+  bool has_mixing_ = false;
+  int drop_after_ = -1;            // step after which unwanted rows are dropped
+  std::vector<int> live_at_drop_;  // values whose rows are compacted there
+  int result_ = -1;
+  bool direct_result_ = false;     // the result is written straight into logits_out
+  int64_t vocab_ = 0;
+  std::vector<KvLayerShape> layers_;
+  std::vector<int32_t> tokens_, positions_;
+  std::vector<int64_t> keep_;
+};
+
+}  // namespace loom::backend::cpu::fast

@@ -1,0 +1,76 @@
+// Matmul steps of the fast backend: y_p = x · W_pᵀ for every part p of a step, all reading the
+// same activation x. x is quantized once into the format simd::gemm wants (act_type of the
+// weights, e.g. Q8_K for Q4_K/Q6_K) and reused by every part and every later step that reads
+// it. The work is cut into tiles of (weight rows × activation rows) handed out dynamically:
+//  - decode (few activation rows): tiles of ~kDecodeTileBytes of weights, so each thread
+//    streams its share of the matrix once and the threads finish together;
+//  - prefill: tiles of kPrefillRows weight rows × kPrefillActs activation rows, so a tile's
+//    weights stay in L1/L2 while all of its activation rows pass over them.
+#include <algorithm>
+
+#include "backend/cpu/fast/plan.h"
+#include "common/error.h"
+#include "quant/quant.h"
+#include "quant/simd/kernels.h"
+
+namespace loom::backend::cpu::fast {
+
+namespace {
+
+constexpr int64_t kDecodeActs = 8;             // at most this many rows: weight-streaming tiles
+constexpr int64_t kDecodeTileBytes = 24 << 10;
+constexpr int64_t kPrefillRows = 64;
+constexpr int64_t kPrefillActs = 128;
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+}  // namespace
+
+void run_matmul(const Step& s, Exec& e) {
+  const int64_t n_act = e.rows, k = s.k;
+  if (n_act == 0) return;
+  const float* x = e.value(s.in[0]);
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  size_t act_rb = size_t(k) * sizeof(float);
+  if (s.act_slot >= 0) {
+    uint8_t* q = e.quant(s.act_slot);
+    act_rb = loom::quant::row_size(s.act_type, k);
+    if (s.quantize)
+      parallel_rows(e, n_act, 2 * k, [&](int64_t b, int64_t en) {
+        for (int64_t r = b; r < en; ++r) loom::quant::simd::quantize_activations(s.act_type, x + r * k, q + r * act_rb, k);
+      });
+    act = q;
+  }
+
+  // Tile geometry per part; tiles are numbered activation-block-major so that threads work on
+  // the same activation block at the same time.
+  const bool decode = n_act <= kDecodeActs;
+  const int64_t act_block = decode ? n_act : kPrefillActs;
+  const int64_t n_ablocks = (n_act + act_block - 1) / act_block;
+  constexpr int kMaxParts = 8;
+  int64_t chunk_rows[kMaxParts], first_chunk[kMaxParts + 1];
+  const int n_parts = int(s.parts.size());
+  first_chunk[0] = 0;
+  for (int p = 0; p < n_parts; ++p) {
+    const MatmulPart& mp = s.parts[p];
+    chunk_rows[p] = decode ? std::max<int64_t>(16, round_up(kDecodeTileBytes / int64_t(mp.row_bytes), 16)) : kPrefillRows;
+    chunk_rows[p] = std::min(chunk_rows[p], mp.rows);
+    first_chunk[p + 1] = first_chunk[p] + (mp.rows + chunk_rows[p] - 1) / chunk_rows[p];
+  }
+  const int64_t chunks_per_ablock = first_chunk[n_parts];
+  float* outs[kMaxParts];
+  for (int p = 0; p < n_parts; ++p) outs[p] = e.value(s.parts[p].out);
+
+  e.pool.for_each(chunks_per_ablock * n_ablocks, [&](int64_t tile, int) {
+    const int64_t ab = tile / chunks_per_ablock, c = tile % chunks_per_ablock;
+    int p = 0;
+    while (first_chunk[p + 1] <= c) ++p;
+    const MatmulPart& mp = s.parts[p];
+    const int64_t r0 = (c - first_chunk[p]) * chunk_rows[p], r1 = std::min(mp.rows, r0 + chunk_rows[p]);
+    const int64_t a0 = ab * act_block, a1 = std::min(n_act, a0 + act_block);
+    loom::quant::simd::gemm(mp.w->type, mp.w->data + size_t(r0) * mp.row_bytes, mp.row_bytes, r1 - r0,
+                            act + size_t(a0) * act_rb, act_rb, a1 - a0, outs[p] + a0 * mp.rows + r0, size_t(mp.rows), k);
+  });
+}
+
+}  // namespace loom::backend::cpu::fast
