@@ -1,0 +1,49 @@
+// `loom port MODEL.gguf [-o MODEL.loom]`: the model program of a GGUF file, verified, as text.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "cli/verb.h"
+#include "common/error.h"
+#include "gguf/file.h"
+#include "ir/text.h"
+#include "ir/verify.h"
+#include "port/port.h"
+
+namespace {
+
+struct PortArgs {
+  std::string model;
+  std::string out;
+};
+
+void run_port(const PortArgs& a) {
+  const gguf::File f = gguf::File::open(a.model);
+  const ir::Module m = port::port(f);
+  ir::verify(m);
+  const std::string text = ir::print(m);
+  if (a.out.empty() || a.out == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::ofstream out(a.out, std::ios::binary);
+  if (!out) loom::fail("cannot write {}", a.out);
+  out << text;
+  out.close();
+  if (!out) loom::fail("writing {} failed", a.out);
+  size_t ops = 0;
+  for (const auto& fn : m.funcs) ops += fn.body.size();
+  std::fprintf(stderr, "loom port: wrote %s (%s, %zu weights, %zu ops)\n", a.out.c_str(),
+               ir::attr_string(m.attrs, "arch").c_str(), m.weights.size(), ops);
+}
+
+loom::cli::RegisterVerb reg("port", [](CLI::App& root) {
+  auto args = std::make_shared<PortArgs>();
+  auto* cmd = root.add_subcommand("port", "write the .loom model program of a GGUF file (" + port::supported_list() + ")");
+  cmd->add_option("model", args->model, "GGUF model file")->required();
+  cmd->add_option("-o,--output", args->out, "output .loom file (default: standard output)");
+  cmd->callback([args] { run_port(*args); });
+});
+
+}  // namespace

@@ -1,0 +1,33 @@
+// GGUF file -> `.loom` model program. One file per architecture family (llama.cpp, qwen2.cpp,
+// ...), listed in registry.cpp; a new architecture is one new file plus one line there
+// (docs/porting.md).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gguf/file.h"
+#include "ir/module.h"
+
+namespace port {
+
+// Ports the file by its general.architecture. Unknown architecture, missing tensors or
+// metadata, and weight types Loom cannot hold are loom::Errors naming the key or tensor.
+ir::Module port(const gguf::File& f);
+
+using Porter = ir::Module (*)(const gguf::File&);
+struct Architecture {
+  const char* name;  // GGUF general.architecture
+  Porter port;
+};
+const std::vector<Architecture>& architectures();  // sorted by name
+std::string supported_list();                       // "gemma3, llama, phi3, qwen2, qwen3"
+
+struct BindingOptions {
+  bool hash_mismatch_is_error = true;  // false: a different gguf.sha256 is only a warning
+};
+// Every weight's GGUF tensor exists with exactly the declared shape and element type, and the
+// module's gguf.sha256 (when it has one) is the file's. Throws loom::Error listing every
+// problem; returns the warnings (hash mismatch when only warning).
+std::vector<std::string> check_bindings(const ir::Module& m, const gguf::File& f, BindingOptions opt = {});
+
+}  // namespace port

@@ -1,0 +1,43 @@
+// The architecture table: one line per family. Each porter lives in <arch>.cpp.
+#include <algorithm>
+
+#include "common/error.h"
+#include "port/port.h"
+
+namespace port {
+
+// One line per architecture: NAME is general.architecture, and NAME.cpp defines port_NAME.
+#define LOOM_PORT_ARCHITECTURES(X) \
+  X(gemma3)                        \
+  X(llama)                         \
+  X(phi3)                          \
+  X(qwen2)                         \
+  X(qwen3)
+
+#define LOOM_PORT_DECLARE(arch) ir::Module port_##arch(const gguf::File&);
+LOOM_PORT_ARCHITECTURES(LOOM_PORT_DECLARE)
+
+const std::vector<Architecture>& architectures() {
+  static const std::vector<Architecture> table = [] {
+#define LOOM_PORT_ENTRY(arch) {#arch, port_##arch},
+    std::vector<Architecture> t = {LOOM_PORT_ARCHITECTURES(LOOM_PORT_ENTRY)};
+    std::sort(t.begin(), t.end(), [](auto& a, auto& b) { return std::string_view(a.name) < b.name; });
+    return t;
+  }();
+  return table;
+}
+
+std::string supported_list() {
+  std::string s;
+  for (const auto& a : architectures()) s += (s.empty() ? "" : ", ") + std::string(a.name);
+  return s;
+}
+
+ir::Module port(const gguf::File& f) {
+  const std::string arch = f.architecture();
+  for (const auto& a : architectures())
+    if (arch == a.name) return a.port(f);
+  loom::fail("{}: unsupported architecture '{}' (supported: {})", f.path(), arch, supported_list());
+}
+
+}  // namespace port
