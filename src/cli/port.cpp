@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli/check.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "gguf/file.h"
@@ -44,6 +45,29 @@ loom::cli::RegisterVerb reg("port", [](CLI::App& root) {
   cmd->add_option("model", args->model, "GGUF model file")->required();
   cmd->add_option("-o,--output", args->out, "output .loom file (default: standard output)");
   cmd->callback([args] { run_port(*args); });
+});
+
+// `loom check PROGRAM.loom --gguf MODEL.gguf`: the program's weights against a file.
+struct BindingArgs {
+  std::string gguf;
+  bool allow_hash_mismatch = false;
+};
+auto binding_args = std::make_shared<BindingArgs>();
+
+loom::cli::RegisterCheckHook hook({
+    [](CLI::App& check) {
+      check.add_option("--gguf", binding_args->gguf,
+                       "check every weight binding (tensor, shape, type) and gguf.sha256 against this GGUF file");
+      check.add_flag("--allow-hash-mismatch", binding_args->allow_hash_mismatch,
+                     "with --gguf: a different gguf.sha256 is a warning, not an error");
+    },
+    [](const ir::Module& m, const std::string& program) {
+      if (binding_args->gguf.empty()) return;
+      const gguf::File f = gguf::File::open(binding_args->gguf);
+      const auto warnings = port::check_bindings(m, f, {!binding_args->allow_hash_mismatch});
+      for (const auto& w : warnings) fmt::print(stderr, "warning: {}: {}\n", program, w);
+      fmt::print(stderr, "bindings ok: {} weights match {}\n", m.weights.size(), binding_args->gguf);
+    },
 });
 
 }  // namespace
