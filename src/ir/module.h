@@ -60,6 +60,7 @@ bool attr_bool(const Attrs& attrs, std::string_view name, bool def);
 struct SymDim {
   std::string name;
   int64_t lo = 0, hi = 0;
+  bool operator==(const SymDim&) const = default;
 };
 
 // `weight @blk0.wq : tensor<576x576xq4_k> = gguf "blk.0.attn_q.weight"`
@@ -67,6 +68,7 @@ struct Weight {
   std::string name;       // without '@'
   Type type;
   std::string gguf_name;  // tensor name in the GGUF file
+  bool operator==(const Weight&) const = default;
 };
 
 // An operand is an SSA value (%name) or a weight (@name).
@@ -86,11 +88,16 @@ struct Op {
   Attrs attrs;
   Type type;           // the result's type
   int line = 0;        // source line when parsed, 0 when built in memory
+  // Structural equality: where an op came from (line) is not part of what it computes.
+  bool operator==(const Op& o) const {
+    return result == o.result && opcode == o.opcode && operands == o.operands && attrs == o.attrs && type == o.type;
+  }
 };
 
 struct Param {
   std::string name;  // without '%'
   Type type;
+  bool operator==(const Param&) const = default;
 };
 
 struct Func {
@@ -99,6 +106,7 @@ struct Func {
   std::vector<Op> body;
   std::vector<std::string> results;  // `return %a, %b`
   std::vector<Type> result_types;
+  bool operator==(const Func&) const = default;
 };
 
 // `schedule { matmul(@blk*.w*) = {kernel = "q4k_gemv_v2"}, threads = 2 }`
@@ -118,7 +126,13 @@ struct Module {
   std::vector<Weight> weights;
   std::vector<Func> funcs;
   std::vector<ScheduleEntry> schedule;
+  std::string source;  // the file it was parsed from, for messages; not part of equality
 
+  // Structural equality: what the program computes, not where it was read from.
+  bool operator==(const Module& o) const {
+    return name == o.name && attrs == o.attrs && dims == o.dims && weights == o.weights && funcs == o.funcs &&
+           schedule == o.schedule;
+  }
   const Weight* find_weight(std::string_view name) const;
   const Func* find_func(std::string_view name) const;
   const SymDim* find_dim(std::string_view name) const;

@@ -9,9 +9,10 @@
 //                                                                        for per-head Q/K norm), then
 //                                                                        multiply by w
 //   matmul     %x[T x K], @w[N x K]                  -> [T x N]
-//   add        %a, %b | @b[N]                        -> shape of a      elementwise; a 1-D weight
-//                                                                        broadcasts over rows (bias)
-//   mul        %a, %b                                -> shape of a      elementwise
+//   add        %a[T x N], %b | @b[N]                 -> shape of a      elementwise; b is a value of a's
+//                                                                        shape or of [1 x N], or a 1-D
+//                                                                        weight; both broadcast over rows
+//   mul        %a[T x N], %b | @b[N]                 -> shape of a      elementwise, operands as for add
 //   scale      %x {factor}                           -> shape of x      x * factor
 //   softcap    %x {cap}                              -> shape of x      cap * tanh(x / cap)
 //   swiglu     %gate, %up                            -> shape of gate   silu(gate) * up
@@ -43,15 +44,32 @@
 
 namespace ir {
 
+// What an operand position accepts: an SSA value (%x), a weight (@w), or either.
+enum class OperandKind { value, weight, either };
+
+// The type an attribute must have. `number` accepts integers too (attr_float reads both).
+enum class AttrKind { integer, number, string, boolean, int_list };
+const char* attr_kind_name(AttrKind k);
+
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind;
+  bool required;
+};
+
 struct OpInfo {
   std::string_view name;
   int min_operands;
   int max_operands;
   std::vector<std::string_view> required_attrs;
+  std::vector<OperandKind> operand_kinds;  // one per position, max_operands entries
+  std::vector<AttrSpec> attr_specs;        // every attribute the op accepts (others are errors)
 };
 
 // The registered ops; nullptr for an unknown opcode.
 const OpInfo* find_op(std::string_view opcode);
+// The spec of one attribute of an op; nullptr when the op does not accept it.
+const AttrSpec* find_attr_spec(const OpInfo& op, std::string_view attr);
 const std::vector<OpInfo>& all_ops();
 
 }  // namespace ir
