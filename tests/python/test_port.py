@@ -9,7 +9,7 @@ import pytest
 from conftest import run_loom
 
 SYNTH_SHAPES = ["tiny-llama", "tiny-llama-untied", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
-MAX_PHI3_REL_DLOGIT = 0.02  # max |Δlogit| / std(logits), random F32 weights
+MAX_SYNTH_REL_DLOGIT = 0.02  # max |Δlogit| / std(logits), random F32 weights (never loosened)
 
 
 def port_and_check(loom_bin, gguf_path, tmp_path):
@@ -42,6 +42,32 @@ def test_synth(loom_bin, tmp_path, shape):
     g = tmp_path / f"{shape}.gguf"
     run_loom(loom_bin, "synth", shape, g, "--seed", 7)
     port_and_check(loom_bin, g, tmp_path)
+
+
+def llama_cpp_vs_loom(loom_bin, gguf_path, prog, tokens, tmp_path):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    llm = llama_cpp.Llama(model_path=str(gguf_path), logits_all=True, n_ctx=512, n_threads=2, verbose=False)
+    llm.eval(tokens)
+    ref = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    ids = tmp_path / "ids.txt"
+    ids.write_text(" ".join(map(str, tokens)))
+    out = tmp_path / "logits.f32"
+    run_loom(loom_bin, "logits", "-m", prog, "--gguf", gguf_path, "--tokens", ids, "--out", out, "--threads", 2)
+    got = np.fromfile(out, dtype=np.float32).reshape(len(tokens), -1)
+    rel = np.abs(ref - got).max() / ref.std()
+    print(f"  {gguf_path.stem}: max |dlogit| / std = {rel:.2e}")
+    return rel
+
+
+# F32 random weights: no quantization noise, so any difference is the program's semantics.
+# 7 gemma3 layers and 300 tokens put a global layer (5) and a window of 16 to work.
+@pytest.mark.parametrize("shape,layers,n_tokens", [(s, 2, 48) for s in SYNTH_SHAPES] + [("tiny-gemma3", 7, 300)])
+def test_synth_f32_logits_match_llama_cpp(loom_bin, tmp_path, shape, layers, n_tokens):
+    g = tmp_path / f"{shape}-{layers}.gguf"
+    run_loom(loom_bin, "synth", shape, g, "--seed", 3, "--type", "f32", "--layers", layers)
+    prog, _ = port_and_check(loom_bin, g, tmp_path)
+    tokens = [int(t) for t in np.random.default_rng(2).integers(3, 512, n_tokens)]
+    assert llama_cpp_vs_loom(loom_bin, g, prog, tokens, tmp_path) < MAX_SYNTH_REL_DLOGIT
 
 
 def test_hash_mismatch(loom_bin, tmp_path):
@@ -130,19 +156,8 @@ def test_phi3(loom_bin, tmp_path):
     prog, text = port_and_check(loom_bin, phi3, tmp_path)
     assert 'arch = "phi3"' in text and "slice" in text
 
-    llama_cpp = pytest.importorskip("llama_cpp")
     tokens = [int(t) for t in np.random.default_rng(1).integers(3, vocab, 48)]
-    llm = llama_cpp.Llama(model_path=str(phi3), logits_all=True, n_ctx=256, n_threads=2, verbose=False)
-    llm.eval(tokens)
-    ref = np.array(llm.scores[: len(tokens)], dtype=np.float32)
-    ids = tmp_path / "ids.txt"
-    ids.write_text(" ".join(map(str, tokens)))
-    out = tmp_path / "logits.f32"
-    run_loom(loom_bin, "logits", "-m", prog, "--gguf", phi3, "--tokens", ids, "--out", out, "--threads", 2)
-    got = np.fromfile(out, dtype=np.float32).reshape(len(tokens), -1)
-    rel = np.abs(ref - got).max() / ref.std()
-    print(f"  tiny phi3: max |dlogit| / std = {rel:.2e}")
-    assert rel < MAX_PHI3_REL_DLOGIT
+    assert llama_cpp_vs_loom(loom_bin, phi3, prog, tokens, tmp_path) < MAX_SYNTH_REL_DLOGIT
 
 
 def test_unknown_architecture(loom_bin, tmp_path):
