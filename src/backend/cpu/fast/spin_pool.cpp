@@ -17,6 +17,7 @@ namespace {
 // the single-threaded gaps of a decode step (sampling, small ops on the caller), short
 // enough that an idle session stops burning a core quickly.
 constexpr auto kSpinFor = std::chrono::microseconds(2000);
+constexpr uint64_t kClosed = 1u << 31, kCountMask = kClosed - 1;
 }  // namespace
 
 SpinPool::SpinPool(int threads) {
@@ -61,8 +62,15 @@ void SpinPool::worker(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    run_task(index);
-    done_.fetch_add(1, std::memory_order_acq_rel);
+    // Join the section only while it is open; a late worker skips it.
+    uint64_t st = section_.load(std::memory_order_acquire);
+    while ((st >> 32) == (g & 0xffffffffu) && !(st & kClosed)) {
+      if (section_.compare_exchange_weak(st, st + 1, std::memory_order_acq_rel)) {
+        run_task(index);
+        section_.fetch_sub(1, std::memory_order_acq_rel);
+        break;
+      }
+    }
   }
 }
 
@@ -74,12 +82,13 @@ void SpinPool::run_erased(Call call, void* obj) {
   call_ = call;
   obj_ = obj;
   error_ = nullptr;
-  done_.store(0, std::memory_order_relaxed);
+  const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
+  section_.store((g & 0xffffffffu) << 32, std::memory_order_release);
   generation_.fetch_add(1);  // seq_cst: publishes call_/obj_ and orders against sleepers_
   if (sleepers_.load() > 0) generation_.notify_all();
   run_task(0);
-  const int others = n_threads_ - 1;
-  for (int spins = 0; done_.load(std::memory_order_acquire) < others; ++spins) {
+  section_.fetch_or(kClosed, std::memory_order_acq_rel);
+  for (int spins = 0; section_.load(std::memory_order_acquire) & kCountMask; ++spins) {
     LOOM_CPU_RELAX();
     // A worker preempted by another process: give it our core rather than spin against it.
     if (spins > 20000) std::this_thread::yield();

@@ -3,6 +3,11 @@
 // cost milliseconds per token: workers spin on an atomic generation counter for a while after
 // each section and only then sleep (C++20 atomic wait, a futex on Linux). The calling thread
 // is thread 0 and always takes part.
+//
+// Joining a section is optional: a worker joins only while the section is open, and the
+// caller closes it once it has run out of work itself. On a machine shared with other
+// processes a descheduled worker therefore never stalls a step; the caller takes its share
+// instead of waiting a scheduler time slice for it.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -23,16 +28,9 @@ class SpinPool {
 
   int size() const { return n_threads_; }
 
-  // fn(thread) on every thread (0 = the caller); returns when all are done. The first
-  // exception thrown by any thread is rethrown here, after every thread has finished.
-  template <typename F>
-  void run(F&& fn) {
-    using Fn = std::remove_reference_t<F>;
-    run_erased([](void* obj, int t) { (*static_cast<Fn*>(obj))(t); }, const_cast<void*>(static_cast<const void*>(&fn)));
-  }
-
   // fn(i, thread) once for every i in [0, n), handed out one index at a time from a shared
-  // counter, so a thread slowed by another process on its core takes fewer indices.
+  // counter, so a thread slowed by another process on its core takes fewer indices. The first
+  // exception thrown is rethrown here after every thread that joined has left.
   template <typename F>
   void for_each(int64_t n, F&& fn) {
     if (n <= 0) return;
@@ -47,6 +45,12 @@ class SpinPool {
   }
 
  private:
+  // fn(thread) on the caller and on every worker that joins before the caller closes.
+  template <typename F>
+  void run(F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run_erased([](void* obj, int t) { (*static_cast<Fn*>(obj))(t); }, const_cast<void*>(static_cast<const void*>(&fn)));
+  }
   using Call = void (*)(void*, int);
   void run_erased(Call call, void* obj);
   void worker(int index);
@@ -55,7 +59,8 @@ class SpinPool {
   int n_threads_;
   std::vector<std::thread> workers_;
   alignas(64) std::atomic<uint64_t> generation_{0};
-  alignas(64) std::atomic<int> done_{0};
+  // (section id << 32) | closed bit | workers inside the section
+  alignas(64) std::atomic<uint64_t> section_{0};
   alignas(64) std::atomic<int64_t> next_{0};
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};

@@ -1,0 +1,148 @@
+// Running a compiled program: size the arena for this step's rows (it only grows), walk the
+// steps, and drop the rows whose logits are not wanted right after the last attention op,
+// so the final norm and the vocabulary projection run only for wanted rows.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "backend/cpu/fast/fast_backend.h"
+#include "backend/cpu/fast/fast_plan.h"
+#include "common/error.h"
+
+namespace loom::backend::cpu::fast {
+
+namespace {
+
+// LOOM_FAST_PROFILE=1: wall time per step kind, printed every 64 steps of the plan (for
+// finding what dominates; the clock reads cost ~1% of a decode step).
+struct Profile {
+  bool on = std::getenv("LOOM_FAST_PROFILE") != nullptr;
+  double seconds[12] = {};
+  int64_t calls[12] = {};
+  int runs = 0;
+  void report() {
+    static const char* names[] = {"embed", "rms_norm", "add", "mul", "scale", "softcap",
+                                  "swiglu", "geglu", "slice", "rope", "attention", "matmul"};
+    std::fprintf(stderr, "profile over %d runs:", runs);
+    for (int k = 0; k < 12; ++k)
+      if (calls[k]) std::fprintf(stderr, " %s %.1f ms", names[k], seconds[k] * 1e3);
+    std::fprintf(stderr, "\n");
+    *this = Profile{};
+  }
+};
+Profile& profile() {
+  static Profile p;
+  return p;
+}
+
+}  // namespace
+
+void FastPlan::drop_rows(Exec& e) {
+  const int64_t kept = int64_t(keep_.size());
+  if (kept == e.rows) return;
+  for (int v : live_at_drop_) {
+    uint8_t* base = reinterpret_cast<uint8_t*>(e.value(v));
+    const size_t rb = size_t(slots_[v].row_bytes);
+    for (int64_t r = 0; r < kept; ++r)
+      if (keep_[r] != r) std::memmove(base + r * rb, base + keep_[r] * rb, rb);
+  }
+  for (int64_t r = 0; r < kept; ++r) {
+    tokens_[r] = tokens_[keep_[r]];
+    positions_[r] = positions_[keep_[r]];
+  }
+  e.rows = kept;
+}
+
+void FastPlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
+  batch.validate();
+  const int64_t T = int64_t(batch.size());
+  std::map<int32_t, int32_t> extent;  // per sequence: one past its highest position
+  for (int64_t t = 0; t < T; ++t) extent[batch.seq(t)] = std::max(extent[batch.seq(t)], batch.positions[t] + 1);
+  for (auto [seq, n] : extent) kv.reserve(seq, n);
+
+  if (T > capacity_) {
+    capacity_ = (T + 15) / 16 * 16;
+    arena_.assign(size_t(capacity_ * arena_row_bytes_ + 64), 0);
+  }
+  tokens_.assign(batch.tokens.begin(), batch.tokens.end());
+  positions_.assign(batch.positions.begin(), batch.positions.end());
+  keep_.clear();
+  for (int64_t t = 0; t < T; ++t)
+    if (batch.wants(t)) keep_.push_back(t);
+  std::fill(rope_ready_.begin(), rope_ready_.end(), 0);
+
+  Exec e{pool_, batch, kv};
+  e.rows = T;
+  e.tokens = tokens_.data();
+  e.positions = positions_.data();
+  // 64-byte aligned base: slot offsets are multiples of 64, so every slot starts aligned.
+  e.arena = arena_.data() + ((64 - reinterpret_cast<uintptr_t>(arena_.data()) % 64) % 64);
+  e.capacity = capacity_;
+  e.slots = &slots_;
+  e.quant_slots = &quant_slots_;
+  e.result = result_;
+  e.logits = direct_result_ ? logits_out : nullptr;
+  e.ropes = &ropes_;
+  e.rope_tables = &rope_tables_;
+  e.rope_ready = &rope_ready_;
+  e.scratch = &scratch_;
+
+  if (!has_mixing_) drop_rows(e);
+  Profile& prof = profile();
+  for (int i = 0; i < int(steps_.size()); ++i) {
+    const Step& s = steps_[i];
+    const auto t0 = prof.on ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    switch (s.kind) {
+      case StepKind::embed: run_embed(s, e); break;
+      case StepKind::rms_norm: run_rms_norm(s, e); break;
+      case StepKind::add: case StepKind::mul: case StepKind::swiglu: case StepKind::geglu: run_binary(s, e); break;
+      case StepKind::scale: case StepKind::softcap: run_unary(s, e); break;
+      case StepKind::slice: run_slice(s, e); break;
+      case StepKind::rope: run_rope(s, e); break;
+      case StepKind::attention: run_attention(s, e); break;
+      case StepKind::matmul: run_matmul(s, e); break;
+    }
+    if (prof.on) {
+      prof.seconds[int(s.kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      prof.calls[int(s.kind)]++;
+    }
+    if (has_mixing_ && i == drop_after_) drop_rows(e);
+  }
+  if (prof.on && ++prof.runs == 64) prof.report();
+  if (e.rows != int64_t(keep_.size())) loom::fail("logits have {} rows, {} wanted", e.rows, keep_.size());
+  if (!direct_result_) std::memcpy(logits_out, e.value(result_), size_t(e.rows * vocab_) * sizeof(float));
+}
+
+namespace {
+
+class FastBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  bool supports(const ir::Op& op) const override {
+    static const char* ops[] = {"embed", "rms_norm", "matmul", "add", "mul", "scale", "softcap",
+                                "swiglu", "geglu", "slice", "rope", "attention"};
+    for (const char* o : ops)
+      if (op.opcode == o) return true;
+    return false;
+  }
+  std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& ws, const CompileOptions& opts) const override {
+    int threads = opts.threads;
+    if (threads <= 0)
+      for (const auto& e : m.schedule)
+        if (e.opcode.empty())
+          if (const ir::Attr* a = ir::find_attr(e.settings, "threads"); a && std::holds_alternative<int64_t>(a->value))
+            threads = int(std::get<int64_t>(a->value));
+    return std::make_unique<FastPlan>(m, ws, threads);
+  }
+};
+
+}  // namespace
+
+}  // namespace loom::backend::cpu::fast
+
+namespace loom::backend::cpu {
+std::unique_ptr<Backend> make_fast_backend() { return std::make_unique<fast::FastBackend>(); }
+}  // namespace loom::backend::cpu

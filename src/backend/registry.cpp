@@ -1,0 +1,35 @@
+#include "backend/registry.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "backend/cpu/fast/fast_backend.h"
+#include "backend/cpu/reference.h"
+#include "common/error.h"
+
+namespace loom::backend {
+
+namespace {
+struct Entry {
+  const char* name;
+  std::unique_ptr<Backend> (*make)();
+};
+const Entry kBackends[] = {
+    {"cpu", cpu::make_fast_backend},
+    {"cpu-ref", cpu::make_reference_backend},
+};
+}  // namespace
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names;
+  for (const auto& e : kBackends) names.push_back(e.name);
+  return names;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  for (const auto& e : kBackends)
+    if (name == e.name) return e.make();
+  loom::fail("unknown backend \"{}\" (known: {})", name, fmt::join(backend_names(), ", "));
+}
+
+}  // namespace loom::backend

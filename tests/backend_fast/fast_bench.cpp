@@ -1,0 +1,103 @@
+// loom-fast-bench: a small measuring program for the CPU backends (not a test).
+//   loom-fast-bench MODEL [--backend cpu|cpu-ref] [--threads N] [--reps R] [--pp N] [--tg N]
+//       pp: one N-token prefill from an empty cache (best and median of R runs);
+//       tg: N single-token decode steps after a one-token prompt (best and median of R runs).
+//   loom-fast-bench MODEL --logits "t0 t1 ..." OUT.f32 [--backend ...]
+//       every position's logits of one prefill, row-major f32, for comparisons with llama.cpp.
+//   LOOM_FAST_PROFILE=1 prints time per step kind (fast backend only).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "common/error.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model_loader.h"
+
+using namespace loom;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) try {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: loom-fast-bench MODEL [--backend B] [--threads N] [--reps R] [--pp N] [--tg N] [--logits TOKENS OUT]\n");
+    return 2;
+  }
+  std::string model_path = argv[1], backend_name = "cpu", logit_tokens, logit_out;
+  int threads = 2, reps = 3, pp = 512, tg = 128;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : (loom::fail("{} needs a value", a), std::string()); };
+    if (a == "--backend") backend_name = next();
+    else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--reps") reps = std::stoi(next());
+    else if (a == "--pp") pp = std::stoi(next());
+    else if (a == "--tg") tg = std::stoi(next());
+    else if (a == "--logits") logit_tokens = next(), logit_out = next();
+    else loom::fail("unknown argument {}", a);
+  }
+  auto model = runtime::load_model(model_path);
+  auto ws = backend::WeightSource::bind(model.module, *model.file);
+  auto plan = backend::make_backend(backend_name)->compile(model.module, ws, {threads});
+  const int64_t V = plan->vocab_size();
+  const int32_t n_ctx = 2048;
+  auto fresh_cache = [&] { return runtime::KvCache(plan->kv_layers(), {backend::KvElem::f16, n_ctx, 1, 256}); };
+
+  if (!logit_tokens.empty()) {
+    std::vector<int32_t> toks;
+    std::istringstream in(logit_tokens);
+    for (int32_t t; in >> t;) toks.push_back(t);
+    auto kv = fresh_cache();
+    std::vector<float> out(toks.size() * V);
+    plan->run(backend::StepBatch::sequence(toks, 0, true), kv, out.data());
+    FILE* f = std::fopen(logit_out.c_str(), "wb");
+    if (!f) loom::fail("cannot write {}", logit_out);
+    std::fwrite(out.data(), sizeof(float), out.size(), f);
+    std::fclose(f);
+    return 0;
+  }
+
+  std::vector<float> logits(size_t(std::max(pp, 1)) * V);
+  std::vector<int32_t> prompt(pp);
+  for (int i = 0; i < pp; ++i) prompt[i] = int32_t((i * 7919 + 13) % std::min<int64_t>(V, 32000));
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto kv = fresh_cache();
+  plan->run(backend::StepBatch::sequence({1, 2, 3, 4}, 0), kv, logits.data());  // warm-up
+  if (pp > 0) {
+    std::vector<double> tps;
+    for (int r = 0; r < reps; ++r) {
+      auto kv = fresh_cache();
+      const auto t0 = Clock::now();
+      plan->run(backend::StepBatch::sequence(prompt, 0), kv, logits.data());
+      tps.push_back(pp / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::printf("%s pp%d: best %.1f t/s, median %.1f t/s (%d runs, %d threads)\n", backend_name.c_str(), pp,
+                *std::max_element(tps.begin(), tps.end()), median(tps), reps, plan->threads());
+  }
+  if (tg > 0) {
+    std::vector<double> tps;
+    for (int r = 0; r < reps; ++r) {
+      auto kv = fresh_cache();
+      plan->run(backend::StepBatch::sequence({1}, 0), kv, logits.data());
+      const auto t0 = Clock::now();
+      int32_t tok = 1;
+      for (int i = 0; i < tg; ++i) {
+        plan->run(backend::StepBatch::sequence({tok}, 1 + i), kv, logits.data());
+        tok = int32_t(std::max_element(logits.begin(), logits.begin() + V) - logits.begin());
+      }
+      tps.push_back(tg / std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::printf("%s tg%d: best %.1f t/s, median %.1f t/s (%d runs, %d threads)\n", backend_name.c_str(), tg,
+                *std::max_element(tps.begin(), tps.end()), median(tps), reps, plan->threads());
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "loom-fast-bench: %s\n", e.what());
+  return 1;
+}
