@@ -215,7 +215,9 @@ Value Renderer::eval(const Expr& e, Scope& scope) {
         auto cps = utf8_decode(obj.s);
         std::string out;
         for (size_t k : slice_indices(int64_t(cps.size()), p[0], p[1], p[2], e.pos)) utf8_append(out, cps[k]);
-        return Value::string(std::move(out));
+        Value sliced = Value::string(std::move(out));
+        sliced.markup = obj.markup;
+        return sliced;
       }
       return Value::undefined("'" + object_desc(obj) + "' is not sliceable");
     }
@@ -307,7 +309,11 @@ Value Renderer::binary(const Expr& e, const Value& a, const Value& b) {
       return Value::integer(checked(over, r, e.pos));
     }
     if (nums) return Value::number(a.as_double() + b.as_double());
-    if (a.is_string() && b.is_string()) return Value::string(a.s + b.s);
+    if (a.is_string() && b.is_string()) {
+      if (!a.markup && !b.markup) return Value::string(a.s + b.s);
+      // Markup.__add__ / __radd__: the plain side is escaped, the sum is Markup.
+      return Value::markup_string((a.markup ? a.s : html_escape(a.s)) + (b.markup ? b.s : html_escape(b.s)));
+    }
     if (a.is_list() && b.is_list()) {
       List l = *a.list;
       l.insert(l.end(), b.list->begin(), b.list->end());
@@ -340,7 +346,9 @@ Value Renderer::binary(const Expr& e, const Value& a, const Value& b) {
     if (seq->is_string()) {
       std::string s;
       for (int64_t k = 0; k < n; ++k) s += seq->s;
-      return Value::string(std::move(s));
+      Value out = Value::string(std::move(s));
+      out.markup = seq->markup;
+      return out;
     }
     List l;
     for (int64_t k = 0; k < n; ++k) l.insert(l.end(), seq->list->begin(), seq->list->end());

@@ -15,16 +15,22 @@ void register_sequence_filters(std::unordered_map<std::string, FilterFn>& t);
 
 namespace {
 
-Value f_safe(Renderer&, const Value& v, CallArgs&) { return v; }
-Value f_string(Renderer&, const Value& v, CallArgs&) { return Value::string(v.str()); }
-Value f_lower(Renderer&, const Value& v, CallArgs&) { return Value::string(str_lower(v.str())); }
-Value f_upper(Renderer&, const Value& v, CallArgs&) { return Value::string(str_upper(v.str())); }
+// Filters that go through soft_str keep a Markup a Markup.
+Value keep_markup(const Value& from, Value out) {
+  out.markup = from.is_string() && from.markup;
+  return out;
+}
+
+Value f_safe(Renderer&, const Value& v, CallArgs&) { return Value::markup_string(v.str()); }
+Value f_string(Renderer&, const Value& v, CallArgs&) { return keep_markup(v, Value::string(v.str())); }
+Value f_lower(Renderer&, const Value& v, CallArgs&) { return keep_markup(v, Value::string(str_lower(v.str()))); }
+Value f_upper(Renderer&, const Value& v, CallArgs&) { return keep_markup(v, Value::string(str_upper(v.str()))); }
 
 Value f_capitalize(Renderer&, const Value& v, CallArgs&) {
   auto cps = utf8_decode(v.str());
   std::string out;
   for (size_t k = 0; k < cps.size(); ++k) utf8_append(out, k == 0 ? to_upper_cp(cps[k]) : to_lower_cp(cps[k]));
-  return Value::string(std::move(out));
+  return keep_markup(v, Value::string(std::move(out)));
 }
 
 // jinja2's title splits before runs of whitespace, '-', '(', '{', '[' and '<' and
@@ -48,7 +54,7 @@ Value f_title(Renderer&, const Value& v, CallArgs&) {
 
 Value f_trim(Renderer& r, const Value& v, CallArgs& a) {
   a.check("trim", 1, {"chars"});
-  Value s = Value::string(v.str());
+  Value s = keep_markup(v, Value::string(v.str()));
   CallArgs m{{}, {}, a.pos};
   if (const Value* c = a.get(0, "chars")) m.args.push_back(*c);
   return r.call(find_method(s, "strip", a.pos), m, a.pos);
@@ -209,20 +215,12 @@ Value f_wordcount(Renderer&, const Value& v, CallArgs&) {
   return Value::integer(n);
 }
 
+// escape leaves a Markup alone; forceescape escapes it again.
 Value f_escape(Renderer&, const Value& v, CallArgs&) {
-  std::string out;
-  for (char c : v.str()) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return Value::string(std::move(out));
+  if (v.is_string() && v.markup) return v;
+  return Value::markup_string(html_escape(v.str()));
 }
+Value f_forceescape(Renderer&, const Value& v, CallArgs&) { return Value::markup_string(html_escape(v.str())); }
 
 // HF's tojson: json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
 Value f_tojson(Renderer&, const Value& v, CallArgs& a) {
@@ -274,7 +272,7 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
         {"capitalize", f_capitalize}, {"title", f_title}, {"trim", f_trim}, {"replace", f_replace},
         {"default", f_default}, {"d", f_default}, {"length", f_length}, {"count", f_length},
         {"abs", f_abs}, {"int", f_int}, {"float", f_float}, {"round", f_round}, {"indent", f_indent},
-        {"wordcount", f_wordcount}, {"escape", f_escape}, {"e", f_escape}, {"forceescape", f_escape},
+        {"wordcount", f_wordcount}, {"escape", f_escape}, {"e", f_escape}, {"forceescape", f_forceescape},
         {"tojson", f_tojson}, {"attr", f_attr}, {"format", f_format},
     };
     register_sequence_filters(m);

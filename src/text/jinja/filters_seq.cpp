@@ -66,7 +66,10 @@ Value f_join(Renderer& r, const Value& v, CallArgs& a) {
   return Value::string(std::move(out));
 }
 
+// jinja2's map and select family start with `if value:`, so a falsy input (None, an
+// undefined, "") yields nothing instead of failing to iterate.
 Value f_map(Renderer& r, const Value& v, CallArgs& a) {
+  if (!v.truthy()) return Value::list_of({});
   List items = r.iterate(v, a.pos);
   List out;
   if (a.args.empty()) {
@@ -90,6 +93,7 @@ Value f_map(Renderer& r, const Value& v, CallArgs& a) {
 // select/reject/selectattr/rejectattr share one body: an optional attribute, a test name
 // (default: truthiness) and the test's arguments.
 Value select_impl(Renderer& r, const Value& v, CallArgs& a, bool by_attr, bool keep) {
+  if (!v.truthy()) return Value::list_of({});
   List items = r.iterate(v, a.pos);
   size_t k = 0;
   std::string attr;

@@ -256,6 +256,24 @@ bool one_of(const std::string& n, std::initializer_list<const char*> names) {
   return false;
 }
 
+// Markup's own methods: the case and strip ones escape their string arguments and return
+// Markup; the ones returning lists of Markup or formatting are not modelled, so they fail
+// loudly. The rest (find, startswith, ...) are plain str methods.
+Value markup_aware_method(const Value& self, const std::string& name, CallArgs& a) {
+  if (!self.markup) return string_method(self.s, name, a);
+  if (one_of(name, {"split", "rsplit", "splitlines", "replace", "join", "format"}))
+    throw_at(a.pos, "unsupported: str." + name + "() on a Markup (|safe or |escape) string");
+  if (!one_of(name, {"strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize"}))
+    return string_method(self.s, name, a);
+  for (Value& v : a.args)
+    if (v.is_string() && !v.markup) v = Value::markup_string(html_escape(v.s));
+  for (auto& kv : a.kwargs)
+    if (kv.second.is_string() && !kv.second.markup) kv.second = Value::markup_string(html_escape(kv.second.s));
+  Value out = string_method(self.s, name, a);
+  out.markup = true;
+  return out;
+}
+
 }  // namespace
 
 Value find_method(const Value& obj, const std::string& name, Pos pos) {
@@ -265,7 +283,7 @@ Value find_method(const Value& obj, const std::string& name, Pos pos) {
       one_of(name, {"strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "upper",
                     "lower", "title", "capitalize", "replace", "find", "rfind", "index", "rindex", "count", "join",
                     "format", "isdigit", "isspace", "isalpha", "isalnum", "isupper", "islower"}))
-    return Value::function(label, [self, name](CallArgs& a) { return string_method(self.s, name, a); });
+    return Value::function(label, [self, name](CallArgs& a) { return markup_aware_method(self, name, a); });
   if (obj.type == Type::Dict && one_of(name, {"items", "keys", "values", "get"}))
     return Value::function(label, [self, name](CallArgs& a) { return dict_method(self, name, a); });
   if (obj.type == Type::List && one_of(name, {"index", "count"}))

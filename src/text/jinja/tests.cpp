@@ -31,7 +31,7 @@ bool t_iterable(Renderer&, const Value& v, CallArgs&) {
 bool t_sequence(Renderer&, const Value& v, CallArgs&) { return v.is_string() || v.is_list() || v.is_dict(); }
 bool t_lower(Renderer&, const Value& v, CallArgs&) { return v.is_string() && str_lower(v.s) == v.s; }
 bool t_upper(Renderer&, const Value& v, CallArgs&) { return v.is_string() && str_upper(v.s) == v.s; }
-bool t_escaped(Renderer&, const Value&, CallArgs&) { return false; }
+bool t_escaped(Renderer&, const Value& v, CallArgs&) { return v.is_string() && v.markup; }
 
 bool t_odd(Renderer&, const Value& v, CallArgs& a) {
   if (!int_like(v)) throw_at(a.pos, "test 'odd' needs an integer, not " + v.type_name());

@@ -244,4 +244,19 @@ bool less_than(const Value& a, const Value& b, Pos pos) {
   throw_at(pos, fmt::format("'<' not supported between instances of '{}' and '{}'", a.type_name(), b.type_name()));
 }
 
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace loom::text::jinja

@@ -53,6 +53,10 @@ struct Function {
 struct Value {
   Type type = Type::Undefined;
   bool tuple = false;  // a List printed as (a, b): Python tuples from items() and (a, b) literals
+  // A String that is a markupsafe.Markup (from |safe, |escape): `+` with it HTML-escapes the
+  // plain str on the other side, and its strip/lower/upper/trim keep it Markup. Printing,
+  // `~`, |join, |replace and |tojson see only the text, as jinja2 without autoescape does.
+  bool markup = false;
   bool b = false;
   int64_t i = 0;
   double f = 0;
@@ -68,6 +72,7 @@ struct Value {
   static Value integer(int64_t x) { Value v; v.type = Type::Int; v.i = x; return v; }
   static Value number(double x) { Value v; v.type = Type::Float; v.f = x; return v; }
   static Value string(std::string x) { Value v; v.type = Type::String; v.s = std::move(x); return v; }
+  static Value markup_string(std::string x) { Value v = string(std::move(x)); v.markup = true; return v; }
   static Value list_of(List items, bool is_tuple = false);
   static Value dict_of(Dict d);
   static Value namespace_of(Dict d);
@@ -118,5 +123,6 @@ bool equals(const Value& a, const Value& b);
 bool less_than(const Value& a, const Value& b, Pos pos);
 std::string format_float(double d);       // Python repr(float)
 std::string py_repr_string(const std::string& s);
+std::string html_escape(const std::string& s);  // markupsafe.escape: & < > " '
 
 }  // namespace loom::text::jinja

@@ -41,6 +41,19 @@ TEST(Jinja, LoopVariables) {
             "14");
 }
 
+// markupsafe.Markup from |safe and |escape: adding a plain str escapes it (Functionary v3.1
+// builds its tool list this way); `~` and strip keep their jinja2 types.
+TEST(Jinja, MarkupStrings) {
+  EXPECT_EQ(render("{{ \"<b>'\"|safe + \"<i>&\" + ('\"'|e) }}|{{ ('<x>'|safe).strip() ~ '<y>' }}|{{ 'a<'|safe is escaped }}{{ 'a<' is escaped }}|{{ ('<'|safe) * 2 + '>' }}|{{ ('&'|safe)|trim + '&' }}|{{ '<'|e|e }}{{ '<'|forceescape|forceescape }}"),
+            "<b>'&lt;i&gt;&amp;&#34;|<x><y>|TrueFalse|<<&gt;|&&amp;|&lt;&amp;lt;");
+}
+
+// map and the select family start with `if value:` in jinja2: a falsy input is an empty list.
+TEST(Jinja, SelectOverNothing) {
+  EXPECT_EQ(render("{{ none|selectattr('type', 'equalto', 'x')|list }}{{ none|map(attribute='x')|list }}{{ ''|select|list }}{{ undefined_thing|reject|list }}"),
+            "[][][][]");
+}
+
 TEST(Jinja, FiltersAndValues) {
   EXPECT_EQ(render("{{ {'b': [1, 2.5, none, true], 'a': 'é\"'} | tojson }}|{{ [1, {'k': []}] | tojson(indent=2) }}"),
             "{\"b\": [1, 2.5, null, true], \"a\": \"é\\\"\"}|[\n  1,\n  {\n    \"k\": []\n  }\n]");
