@@ -108,8 +108,8 @@ def report(stats, what):
 
 
 def test_enough_templates_and_conversations():
-    assert len(template_files()) >= 12
-    assert len(conversation_files()) >= 8
+    assert len(template_files()) >= 27
+    assert len(conversation_files()) >= 14
 
 
 def test_every_template_every_conversation_matches_jinja2(loom_bin):
@@ -120,7 +120,7 @@ def test_every_template_every_conversation_matches_jinja2(loom_bin):
             for agp in (False, True):
                 compare(loom_bin, source, conv, agp, stats, template=tpl)
     report(stats, "template files")
-    assert stats["compared"] >= 12 * 8 * 2
+    assert stats["compared"] >= 27 * 14 * 2
     assert stats["compared"] > stats["raised"]
     assert not stats["mismatches"], "\n".join(stats["mismatches"])
 
