@@ -1,7 +1,18 @@
-// The fast CPU backend against the reference interpreter, logits row by row. The fast path
-// quantizes activations to Q8 (as llama.cpp does), so results differ by that rounding only:
-// per row, max |Δlogit| / std(reference logits) ≤ 1%, and the argmax is the same on ≥ 98% of
-// rows. Every comparison prints its figures.
+// The fast CPU backend against the reference interpreter, logits row by row; every comparison
+// prints its figures (max over rows of max |Δlogit| / std(reference row), argmax agreement).
+//
+// Thresholds, and why they differ by weight type:
+//  - F32 weights: activations stay f32 on both sides, so only summation order differs:
+//    max |Δlogit| / std ≤ 1% and argmax identical on ≥ 98% of rows.
+//  - quantized weights: the fast path quantizes activations to Q8_0/Q8_1/Q8_K for the integer
+//    dot products, exactly as llama.cpp does, and the reference keeps them f32. That rounding,
+//    not the kernels (LOOM_ISA=scalar gives the same figures), is the whole difference:
+//    ~5-7% of std on these 2-3 layer random models. Bound: ≤ 10%, argmax ≥ 90% (random
+//    weights give near-ties). On the real SmolLM2 the same rounding moves logits by up to
+//    ~1 std at outlier positions for llama.cpp too (llama.cpp vs the reference: max 1.03 std,
+//    top-1 0.94 on 64 tokens of licence text; fast vs llama.cpp: max 0.82, top-1 0.97), so
+//    the real-model check bounds the distribution: mean KL ≤ 0.05 (measured 0.025-0.033;
+//    fast vs llama.cpp 0.008, reference vs llama.cpp 0.009) and top-1 ≥ 90%.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,12 +28,17 @@
 #include "runtime/kv_cache.h"
 #include "runtime/model_loader.h"
 #include "synthetic_program.h"
+#include "text/tokenizer.h"
 
 using namespace loom;
 
 namespace {
 
-constexpr double kMaxRelDelta = 0.01, kMinArgmaxAgreement = 0.98;
+struct Bounds {
+  double max_rel, min_argmax;
+};
+constexpr Bounds kF32{0.01, 0.98}, kQuantized{0.10, 0.90};
+constexpr double kRealMaxMeanKl = 0.05, kRealMinTop1 = 0.90;
 
 struct Pair {
   std::unique_ptr<backend::Plan> fast, ref;
@@ -40,6 +56,7 @@ runtime::KvCache cache_for(const backend::Plan& p, int seqs = 1, backend::KvElem
 
 struct Agreement {
   double worst = 0;  // max over rows of max|Δ| / std(ref)
+  double kl_sum = 0;  // Σ over rows of KL(ref || fast)
   int64_t rows = 0, same_argmax = 0;
 };
 
@@ -55,17 +72,40 @@ void accumulate(Agreement& a, const float* ref, const float* got, int64_t rows, 
       md = std::max(md, double(std::fabs(x[i] - y[i])));
     }
     a.worst = std::max(a.worst, md / std::sqrt(var / double(V)));
+    const double mx = *std::max_element(x, x + V), my = *std::max_element(y, y + V);
+    double zx = 0, zy = 0;
+    for (int64_t i = 0; i < V; ++i) zx += std::exp(x[i] - mx), zy += std::exp(y[i] - my);
+    for (int64_t i = 0; i < V; ++i) {
+      const double lp = x[i] - mx - std::log(zx), lq = y[i] - my - std::log(zy);
+      a.kl_sum += std::exp(lp) * (lp - lq);
+    }
     a.same_argmax += std::max_element(x, x + V) - x == std::max_element(y, y + V) - y;
     ++a.rows;
   }
 }
 
-void expect_agree(const Agreement& a, const std::string& what) {
-  const double agree = double(a.same_argmax) / double(std::max<int64_t>(1, a.rows));
-  std::printf("[ figures  ] %-40s rows %4lld  max|dlogit|/std %.5f  argmax agreement %.4f\n", what.c_str(),
-              (long long)a.rows, a.worst, agree);
-  EXPECT_LE(a.worst, kMaxRelDelta) << what;
-  EXPECT_GE(agree, kMinArgmaxAgreement) << what;
+double agreement(const Agreement& a) { return double(a.same_argmax) / double(std::max<int64_t>(1, a.rows)); }
+double mean_kl(const Agreement& a) { return a.kl_sum / double(std::max<int64_t>(1, a.rows)); }
+
+void print(const Agreement& a, const std::string& what) {
+  std::printf("[ figures  ] %-40s rows %4lld  max|dlogit|/std %.5f  argmax agreement %.4f  mean KL %.6f\n",
+              what.c_str(), (long long)a.rows, a.worst, agreement(a), mean_kl(a));
+}
+
+void merge(Agreement& into, const Agreement& a) {
+  into.worst = std::max(into.worst, a.worst);
+  into.kl_sum += a.kl_sum;
+  into.rows += a.rows;
+  into.same_argmax += a.same_argmax;
+}
+
+// Checks the bounds; `total` (when given) collects the rows so that argmax agreement, a rate,
+// is judged over all cases of one model rather than over 7 rows at a time.
+void expect_agree(const Agreement& a, const std::string& what, Bounds b = kQuantized, Agreement* total = nullptr) {
+  print(a, what);
+  EXPECT_LE(a.worst, b.max_rel) << what;
+  if (total) merge(*total, a);
+  else EXPECT_GE(agreement(a), b.min_argmax) << what;
 }
 
 std::vector<int32_t> tokens(int n, int vocab, unsigned seed) {
@@ -74,11 +114,11 @@ std::vector<int32_t> tokens(int n, int vocab, unsigned seed) {
   return t;
 }
 
-// Prefill of T tokens with every row's logits, then `decode` single-token steps.
-Agreement prefill_then_decode(const Pair& p, int T, int decode, int vocab, unsigned seed) {
+// Prefill of the first T tokens with every row's logits, then the rest as single-token steps.
+Agreement prefill_then_decode(const Pair& p, const std::vector<int32_t>& prompt, int T) {
   const int64_t V = p.fast->vocab_size();
+  const int decode = int(prompt.size()) - T;
   auto kf = cache_for(*p.fast), kr = cache_for(*p.ref);
-  const auto prompt = tokens(T + decode, vocab, seed);
   std::vector<int32_t> first(prompt.begin(), prompt.begin() + T);
   std::vector<float> a(size_t(T) * V), b(size_t(T) * V);
   Agreement ag;
@@ -91,6 +131,10 @@ Agreement prefill_then_decode(const Pair& p, int T, int decode, int vocab, unsig
     accumulate(ag, b.data(), a.data(), 1, V);
   }
   return ag;
+}
+
+Agreement prefill_then_decode(const Pair& p, int T, int decode, int vocab, unsigned seed) {
+  return prefill_then_decode(p, tokens(T + decode, vocab, seed), T);
 }
 
 loom::testing::SyntheticSpec spec_with(auto f) {
@@ -108,7 +152,7 @@ TEST(FastBackend, TinyF32ModelMatchesReference) {
       auto p = compile_both(tm.module, *tm.file);
       for (int T : {1, 7, 64})
         expect_agree(prefill_then_decode(p, T, 4, loom::testing::TinyModel::V, T),
-                     "tiny f32 " + mode + " window " + std::to_string(window) + " T " + std::to_string(T));
+                     "tiny f32 " + mode + " window " + std::to_string(window) + " T " + std::to_string(T), kF32);
     }
 }
 
@@ -116,9 +160,11 @@ TEST(FastBackend, QuantizedPrefillAndDecode) {
   for (auto wt : {gguf::TensorType::Q4_K, gguf::TensorType::Q4_0, gguf::TensorType::Q4_1, gguf::TensorType::Q5_K}) {
     auto sm = loom::testing::make_synthetic(spec_with([&](auto& s) { s.wtype = wt; }));
     auto p = compile_both(sm.module, *sm.file);
+    const std::string name = std::string("llama-shaped ") + std::string(gguf::type_name(wt));
+    Agreement total;
     for (int T : {1, 7, 64})
-      expect_agree(prefill_then_decode(p, T, 6, sm.spec.V, 11 + T),
-                   std::string("llama-shaped ") + std::string(gguf::type_name(wt)) + " T " + std::to_string(T));
+      expect_agree(prefill_then_decode(p, T, 6, sm.spec.V, 11 + T), name + " T " + std::to_string(T), kQuantized, &total);
+    expect_agree(total, name + " all rows");
   }
 }
 
@@ -135,7 +181,10 @@ TEST(FastBackend, SlidingWindowSoftcapGqaGemmaShape) {
     s.L = 3;
   }));
   auto p = compile_both(sm.module, *sm.file);
-  for (int T : {1, 7, 64}) expect_agree(prefill_then_decode(p, T, 6, sm.spec.V, 3 + T), "gemma-shaped swa+softcap T " + std::to_string(T));
+  Agreement total;
+  for (int T : {1, 7, 64})
+    expect_agree(prefill_then_decode(p, T, 6, sm.spec.V, 3 + T), "gemma-shaped swa+softcap T " + std::to_string(T), kQuantized, &total);
+  expect_agree(total, "gemma-shaped swa+softcap all rows");
 }
 
 TEST(FastBackend, TwoSequencesInOneBatch) {
@@ -196,8 +245,21 @@ TEST(FastBackend, RealSmolLM2MatchesReference) {
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "real model not present: " << path;
   auto model = runtime::load_model(path);
   auto p = compile_both(model.module, *model.file);
-  expect_agree(prefill_then_decode(p, 64, 8, 49152, 17), "SmolLM2-135M Q4_1 T 64 + 8 decode");
-  expect_agree(prefill_then_decode(p, 7, 4, 49152, 3), "SmolLM2-135M Q4_1 T 7 + 4 decode");
+  // Real text, teacher-forced: the first tokens of a licence text in tests/data.
+  const auto tok = text::Tokenizer::from_gguf(*model.file);
+  const auto ids = tok.encode(
+      "Licensed under the Apache License, Version 2.0 (the \"License\"); you may not use this file except in "
+      "compliance with the License. You may obtain a copy of the License at http://www.apache.org/licenses/LICENSE-2.0 "
+      "Unless required by applicable law or agreed to in writing, software distributed under the License is "
+      "distributed on an \"AS IS\" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.",
+      true, false);
+  ASSERT_GE(ids.size(), 72u);
+  for (auto [T, decode] : {std::pair{64, 8}, std::pair{7, 4}}) {
+    const Agreement a = prefill_then_decode(p, std::vector<int32_t>(ids.begin(), ids.begin() + T + decode), T);
+    print(a, "SmolLM2-135M Q4_1 T " + std::to_string(T) + " + " + std::to_string(decode) + " decode");
+    EXPECT_LE(mean_kl(a), kRealMaxMeanKl);
+    EXPECT_GE(agreement(a), kRealMinTop1);
+  }
 }
 
 TEST(BackendRegistry, NamesAndErrors) {

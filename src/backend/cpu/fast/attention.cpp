@@ -8,6 +8,7 @@
 // than threads splits the group further, one query head per task. Rows are addressed through
 // the cache's blocks (contiguous positions within a block), not one virtual call per row.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -110,6 +111,118 @@ struct RowWalker {
   }
 };
 
+
+#if defined(__AVX512F__)
+constexpr int64_t kBlockRows = 16;  // query rows of one sequence per prefill task: one zmm lane each
+
+// Prefill attention of rows [t0, t1) (one sequence, at most 16 rows) for kv head g: the keys
+// and values of the rows' union range are converted to f32 once, then for each query head of
+// the group the scores of all 16 rows against a key are one vector (queries transposed, so
+// no horizontal sums), softmax runs lane-wise, and each row's output accumulates in registers.
+void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, int64_t t0, int64_t t1, int64_t g,
+                  int thread) {
+  KvStore& kv = e.kv;
+  const KvElem elem = kv.elem();
+  const size_t esz = elem == KvElem::f16 ? 2 : 4;
+  const int64_t hd = a.head_dim, vd = a.value_dim, rows = t1 - t0;
+  const int64_t kw = a.n_kv * hd, vw = a.n_kv * vd, qw = a.n_head * hd, ow = a.n_head * vd;
+  const int32_t sq = e.batch.seq(t0);
+  alignas(64) int32_t lo[kBlockRows], hi[kBlockRows];
+  int32_t kmin = INT32_MAX, kmax = 0;
+  for (int64_t r = 0; r < kBlockRows; ++r) {
+    if (r < rows) {
+      hi[r] = e.positions[t0 + r];
+      lo[r] = a.window > 0 ? int32_t(std::max<int64_t>(0, int64_t(hi[r]) - a.window + 1)) : 0;
+      kmin = std::min(kmin, lo[r]);
+      kmax = std::max(kmax, hi[r]);
+    } else {
+      lo[r] = 1;
+      hi[r] = 0;  // empty range: padding lane
+    }
+  }
+  const int64_t n = kmax - kmin + 1;
+  float* kf = e.scratch_for(thread, size_t(n * (hd + vd + kBlockRows) + hd * kBlockRows + 64));
+  float* vf = kf + n * hd;
+  float* sc = vf + n * vd;               // [n][16]
+  float* qt = sc + n * kBlockRows;       // [hd][16]
+  RowWalker keys{kv, a.layer, sq, kv.block_size(), size_t(kw) * esz, false};
+  RowWalker vals{kv, a.layer, sq, kv.block_size(), size_t(vw) * esz, true};
+  for (int64_t j = 0; j < n; ++j) {
+    load_f32(elem, keys.at(kmin + int32_t(j), j == 0) + size_t(g * hd) * esz, kf + j * hd, hd);
+    load_f32(elem, vals.at(kmin + int32_t(j), j == 0) + size_t(g * vd) * esz, vf + j * vd, vd);
+  }
+  const __m512i vlo = _mm512_load_si512(lo), vhi = _mm512_load_si512(hi);
+  const __m512 vscale = _mm512_set1_ps(a.scale);
+  const int64_t group = a.n_head / a.n_kv;
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    for (int64_t d = 0; d < hd; ++d)
+      for (int64_t r = 0; r < kBlockRows; ++r) qt[d * kBlockRows + r] = r < rows ? q[(t0 + r) * qw + h * hd + d] : 0.f;
+    // Scores, 8 keys at a time for independent FMA chains.
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      __m512 acc[8];
+      for (int u = 0; u < 8; ++u) acc[u] = _mm512_setzero_ps();
+      for (int64_t d = 0; d < hd; ++d) {
+        const __m512 qd = _mm512_loadu_ps(qt + d * kBlockRows);
+        for (int u = 0; u < 8; ++u) acc[u] = _mm512_fmadd_ps(qd, _mm512_set1_ps(kf[(j + u) * hd + d]), acc[u]);
+      }
+      for (int u = 0; u < 8; ++u) _mm512_storeu_ps(sc + (j + u) * kBlockRows, acc[u]);
+    }
+    for (; j < n; ++j) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t d = 0; d < hd; ++d) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * kBlockRows), _mm512_set1_ps(kf[j * hd + d]), acc);
+      _mm512_storeu_ps(sc + j * kBlockRows, acc);
+    }
+    // Lane-wise masked softmax over the keys.
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (j = 0; j < n; ++j) {
+      __m512 v = _mm512_loadu_ps(sc + j * kBlockRows);
+      if (a.softcap > 0) {
+        const __m512 x = _mm512_mul_ps(v, _mm512_set1_ps(1.0f / a.softcap));
+        const __m512 t = _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f),
+                                       _mm512_add_ps(exp512(_mm512_add_ps(x, x)), _mm512_set1_ps(1.0f))));
+        v = _mm512_mul_ps(t, _mm512_set1_ps(a.softcap));
+      }
+      v = _mm512_mul_ps(v, vscale);
+      const __m512i kp = _mm512_set1_epi32(kmin + int32_t(j));
+      const __mmask16 m = _mm512_cmple_epi32_mask(vlo, kp) & _mm512_cmpge_epi32_mask(vhi, kp);
+      v = _mm512_mask_blend_ps(m, _mm512_set1_ps(-INFINITY), v);
+      _mm512_storeu_ps(sc + j * kBlockRows, v);
+      mx = _mm512_max_ps(mx, v);
+    }
+    mx = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), mx, _mm512_setzero_ps());
+    __m512 sum = _mm512_setzero_ps();
+    for (j = 0; j < n; ++j) {
+      const __m512 v = _mm512_loadu_ps(sc + j * kBlockRows);
+      const __mmask16 live = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+      const __m512 w = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(v, mx)));
+      _mm512_storeu_ps(sc + j * kBlockRows, w);
+      sum = _mm512_add_ps(sum, w);
+    }
+    alignas(64) float sums[kBlockRows];
+    _mm512_store_ps(sums, sum);
+    // Weighted values per row, 64 output columns in registers at a time.
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t j0 = lo[r] - kmin, j1 = hi[r] - kmin + 1;
+      const float inv = 1.0f / sums[r];
+      for (int64_t c = 0; c < vd; c += 64) {
+        const int64_t nc = std::min<int64_t>(4, (vd - c) / 16);
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int64_t jj = j0; jj < j1; ++jj) {
+          const __m512 w = _mm512_set1_ps(sc[jj * kBlockRows + r]);
+          const float* v = vf + jj * vd + c;
+          for (int u = 0; u < 4; ++u)
+            if (u < nc) acc[u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * u), acc[u]);
+        }
+        float* o = out + (t0 + r) * ow + h * vd + c;
+        for (int u = 0; u < 4; ++u)
+          if (u < nc) _mm512_storeu_ps(o + 16 * u, _mm512_mul_ps(acc[u], _mm512_set1_ps(inv)));
+      }
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void run_attention(const Step& s, Exec& e) {
@@ -140,6 +253,23 @@ void run_attention(const Step& s, Exec& e) {
     }
   });
 
+#if defined(__AVX512F__)
+  // Prefill: blocks of up to 16 consecutive rows of one sequence.
+  if (T >= 8 && a.head_dim % 16 == 0 && a.value_dim % 16 == 0) {
+    std::vector<std::pair<int64_t, int64_t>> blocks;
+    for (int64_t t = 0; t < T;) {
+      int64_t u = t + 1;
+      while (u < T && u - t < kBlockRows && e.batch.seq(u) == e.batch.seq(t)) ++u;
+      blocks.push_back({t, u});
+      t = u;
+    }
+    e.pool.for_each(int64_t(blocks.size()) * a.n_kv, [&](int64_t task, int thread) {
+      const auto [t0, t1] = blocks[task / a.n_kv];
+      attend_block(a, e, q, out, t0, t1, task % a.n_kv, thread);
+    });
+    return;
+  }
+#endif
   const int64_t group = a.n_head / a.n_kv;
   const int64_t splits = T * a.n_kv >= 2 * e.pool.size() ? 1 : group;  // heads of a group per task: group / splits
   const int64_t per_task = group / splits;
