@@ -27,14 +27,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const loom::Error&) {
     return 0;
   }
-  bool verified = true;
   try {
     ir::verify(m);
     (void)ir::schedule_warnings(m);
   } catch (const loom::Error&) {
-    verified = false;
+    // Meaningless programs still print and read back: the round trip is a property of syntax.
   }
-  (void)verified;
   const std::string once = ir::print(m);
   ir::Module back;
   try {

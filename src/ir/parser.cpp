@@ -6,19 +6,13 @@
 #include "common/error.h"
 #include "ir/lexer.h"
 #include "ir/text.h"
+#include "ir/verify.h"  // the name rules
 
 namespace ir {
 namespace {
 
 using text::Tok;
 using text::Token;
-
-bool is_dim_name(std::string_view s) {
-  if (s.empty() || !(s[0] >= 'A' && s[0] <= 'Z')) return false;
-  for (char c : s)
-    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
-  return true;
-}
 
 class Parser {
  public:
@@ -125,7 +119,7 @@ class Parser {
   }
 
   Dim dim_piece(const std::string& piece, const std::string& whole, int line, int col) const {
-    if (is_dim_name(piece)) return Dim::symbol(piece);
+    if (is_valid_dim_name(piece)) return Dim::symbol(piece);
     bool digits = !piece.empty() && piece.size() <= 18;
     for (char c : piece) digits = digits && c >= '0' && c <= '9';
     if (!digits)
@@ -197,7 +191,7 @@ class Parser {
     const Token& t = peek();
     SymDim d;
     d.name = ident("a dim name");
-    if (!is_dim_name(d.name))
+    if (!is_valid_dim_name(d.name))
       fail(t, fmt::format("dim name '{}' must be upper case ([A-Z][A-Z0-9_]*) to read apart from the 'x' in "
                           "tensor<...>", d.name));
     expect_keyword("in");

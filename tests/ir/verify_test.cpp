@@ -61,9 +61,7 @@ TEST(Verify, InMemoryErrorsNameTheOpWithoutALine) {
 }
 
 TEST(Verify, ParsedErrorsNameFileAndLine) {
-  std::string text = kProgram;
-  text.replace(text.find("@blk0.w :"), 9, "@blk0.w : ");  // still valid
-  ir::Module m = ir::parse(text, "m.loom");
+  ir::Module m = ir::parse(kProgram, "m.loom");
   m.funcs[0].body[1].attrs[0].value = std::string("x");
   try {
     ir::verify(m);
