@@ -16,7 +16,7 @@ namespace loom::backend::cpu::fast {
 
 namespace {
 
-// LOOM_FAST_PROFILE=1: wall time per step kind, printed every 64 steps of the plan (for
+// LOOM_FAST_PROFILE=1: wall time per step kind, printed every 64 runs and at exit (for
 // finding what dominates; the clock reads cost ~1% of a decode step).
 struct Profile {
   bool on = std::getenv("LOOM_FAST_PROFILE") != nullptr;
@@ -30,7 +30,11 @@ struct Profile {
     for (int k = 0; k < 12; ++k)
       if (calls[k]) std::fprintf(stderr, " %s %.1f ms", names[k], seconds[k] * 1e3);
     std::fprintf(stderr, "\n");
-    *this = Profile{};
+    runs = 0;
+    for (int k = 0; k < 12; ++k) seconds[k] = 0, calls[k] = 0;
+  }
+  ~Profile() {
+    if (on && runs) report();
   }
 };
 Profile& profile() {

@@ -4,7 +4,8 @@
 // it. The work is cut into tiles of (weight rows × activation rows) handed out dynamically:
 //  - decode (few activation rows): tiles of ~kDecodeTileBytes of weights, so each thread
 //    streams its share of the matrix once and the threads finish together;
-//  - prefill: tiles of kPrefillRows weight rows × kPrefillActs activation rows, so a tile's
+//  - prefill: tiles of kPrefillRows weight rows × kPrefillActs activation rows (the kernel
+//    re-prepares its activation rows per call, so long activation blocks amortize that), so a tile's
 //    weights stay in L1/L2 while all of its activation rows pass over them.
 #include <algorithm>
 
@@ -20,7 +21,7 @@ namespace {
 constexpr int64_t kDecodeActs = 8;             // at most this many rows: weight-streaming tiles
 constexpr int64_t kDecodeTileBytes = 24 << 10;
 constexpr int64_t kPrefillRows = 64;
-constexpr int64_t kPrefillActs = 128;
+constexpr int64_t kPrefillActs = 256;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
