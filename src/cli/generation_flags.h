@@ -12,6 +12,7 @@ namespace loom::cli {
 
 struct GenerationFlags {
   std::string model, gguf;
+  std::string backend = "cpu";
   int threads = 0;
   int32_t n_ctx = 0;
   std::string kv_type = "f16";

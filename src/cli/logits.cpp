@@ -41,6 +41,7 @@ namespace {
 
 struct LogitsArgs {
   std::string model, gguf, tokens, out;
+  std::string backend = "cpu";
   int threads = 0;
 };
 
@@ -48,6 +49,7 @@ void run_logits(const LogitsArgs& a) {
   const auto ids = read_token_file(a.tokens);
   auto model = runtime::load_model(a.model, a.gguf);
   runtime::RunOptions ro;
+  ro.backend = a.backend;
   ro.threads = a.threads;
   ro.n_ctx = int32_t(ids.size());
   auto session = runtime::open_session(model, ro);
@@ -68,6 +70,7 @@ const RegisterVerb reg("logits", [](CLI::App& root) {
   cmd->add_option("--tokens", a->tokens, "file of token ids")->required();
   cmd->add_option("--out", a->out, "output file")->required();
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
+  cmd->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (the reference interpreter)")->capture_default_str();
   cmd->callback([a] { run_logits(*a); });
 });
 

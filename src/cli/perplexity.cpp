@@ -24,6 +24,7 @@ struct PerplexityArgs {
   std::string model, gguf, text, tokens, json;
   int32_t n_ctx = 512;
   int chunks = -1;
+  std::string backend = "cpu";
   int threads = 0;
 };
 
@@ -53,6 +54,7 @@ void run_perplexity(const PerplexityArgs& a) {
     loom::fail("{} tokens: need at least n_ctx = {} for one chunk (llama-perplexity needs 2 x n_ctx)", toks.size(),
                a.n_ctx);
   runtime::RunOptions ro;
+  ro.backend = a.backend;
   ro.threads = a.threads;
   ro.n_ctx = a.n_ctx;
   auto session = runtime::open_session(model, ro);
@@ -106,6 +108,7 @@ const RegisterVerb reg("perplexity", [](CLI::App& root) {
   cmd->add_option("--chunks", a->chunks, "at most this many chunks (-1: all)");
   cmd->add_option("--json", a->json, "also write the figures to this JSON file");
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
+  cmd->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (the reference interpreter)")->capture_default_str();
   cmd->callback([a] { run_perplexity(*a); });
 });
 

@@ -21,6 +21,7 @@ namespace loom::cli {
 void GenerationFlags::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "model .gguf, or .loom program")->required();
   cmd.add_option("--gguf", gguf, "weights for a .loom program (default: found next to it, checked by sha256)");
+  cmd.add_option("--backend", backend, "cpu (fast) or cpu-ref (the reference interpreter)")->capture_default_str();
   cmd.add_option("-t,--threads", threads, "threads (0: the program's schedule, else all cores)");
   cmd.add_option("-c,--ctx-size", n_ctx, "context length (0: min(4096, the program's bound))");
   cmd.add_option("--kv-type", kv_type, "KV cache storage: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
@@ -38,6 +39,7 @@ void GenerationFlags::add_to(CLI::App& cmd) {
 
 runtime::RunOptions GenerationFlags::run_options() const {
   runtime::RunOptions ro;
+  ro.backend = backend;
   ro.threads = threads;
   ro.n_ctx = n_ctx;
   ro.kv_elem = kv_type == "f32" ? backend::KvElem::f32 : backend::KvElem::f16;

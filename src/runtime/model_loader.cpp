@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/cpu/reference.h"
+#include "backend/registry.h"
 #include "common/error.h"
 
 // The porter and the .loom parser are separate modules that land independently; until one is
@@ -87,7 +87,7 @@ LoadedModel load_model(const std::string& path, const std::string& gguf_override
 }
 
 std::unique_ptr<Session> open_session(const LoadedModel& model, const RunOptions& opts) {
-  auto be = backend::cpu::make_reference_backend();
+  auto be = backend::make_backend(opts.backend);
   auto ws = backend::WeightSource::bind(model.module, *model.file);
   auto plan = be->compile(model.module, ws, {opts.threads});
   int32_t n_ctx = opts.n_ctx;

@@ -1,0 +1,204 @@
+// loom bench: llama-bench's pp/tg measurements plus TTFT, per-token latency percentiles and
+// peak memory, optionally side by side with llama.cpp on the same file, interleaved A/B with
+// a paired bootstrap confidence interval on the speed ratio.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "bench/machine.h"
+#include "bench/measure.h"
+#include "bench/peer.h"
+#include "bench/stats.h"
+#include "build_info.h"
+#include "cli/verb.h"
+#include "common/error.h"
+#include "quant/simd/kernels.h"
+#include "runtime/model_loader.h"
+
+namespace {
+
+using nlohmann::json;
+
+struct BenchArgs {
+  std::string model, gguf, vs, backend = "cpu";
+  std::vector<int> pp{512}, tg{128};
+  int depth = 0, reps = 5, threads = 0, warmup = 1, n_batch = 512;
+  bool as_json = false, quiet = false;
+};
+
+struct Test {
+  std::string kind;  // "pp" | "tg"
+  int n;
+  std::vector<double> loom_tps, peer_tps;       // per repetition
+  std::vector<double> loom_sec, loom_tok_sec;   // prefill seconds (TTFT) / per-token seconds
+  std::vector<double> peer_tok_sec;
+};
+
+void progress(const BenchArgs& a, const std::string& what) {
+  if (a.quiet) return;
+  std::fprintf(stderr, "\r\033[K%s", what.c_str());
+  std::fflush(stderr);
+}
+
+json summary_json(const bench::Summary& s, double scale = 1) {
+  return {{"n", s.n},           {"median", s.median * scale}, {"mean", s.mean * scale},
+          {"stddev", s.stddev * scale}, {"min", s.min * scale}, {"max", s.max * scale},
+          {"p50", s.p50 * scale}, {"p95", s.p95 * scale}, {"p99", s.p99 * scale}};
+}
+
+std::string fmt_tps(const std::vector<double>& v) {
+  if (v.empty()) return "-";
+  auto s = bench::summarize(v);
+  return fmt::format("{:.1f} ± {:.1f}", s.median, s.stddev);
+}
+
+void run_bench(const BenchArgs& a) {
+  auto model = loom::runtime::load_model(a.model, a.gguf);
+  loom::runtime::RunOptions ro;
+  ro.threads = a.threads;
+  ro.n_batch = a.n_batch;
+  int max_pos = a.depth;
+  for (int n : a.pp) max_pos = std::max(max_pos, a.depth + n);
+  for (int n : a.tg) max_pos = std::max(max_pos, a.depth + n);
+  ro.n_ctx = max_pos + 1;
+  ro.backend = a.backend;
+  auto session = loom::runtime::open_session(model, ro);
+  const int threads = session->plan().threads();
+
+  std::unique_ptr<bench::Peer> peer;
+  if (!a.vs.empty()) {
+    progress(a, "starting peer " + a.vs + " …");
+    peer = bench::make_peer(a.vs, {model.file->path(), threads, std::max(max_pos + 1, 512), 2048, 512});
+  }
+
+  std::vector<Test> tests;
+  for (int n : a.pp) tests.push_back({"pp", n, {}, {}, {}, {}, {}});
+  for (int n : a.tg) tests.push_back({"tg", n, {}, {}, {}, {}, {}});
+  const int total = int(tests.size()) * (a.reps + a.warmup);
+  int step = 0;
+  uint64_t seed = 42;
+  for (auto& t : tests) {
+    for (int r = 0; r < a.warmup + a.reps; ++r) {
+      const bool warm = r < a.warmup;
+      progress(a, fmt::format("[{}/{}] {}{} rep {}{}", ++step, total, t.kind, t.n, r + 1 - a.warmup,
+                              warm ? " (warm-up)" : ""));
+      // A then B with the same token count; the next pair starts where this one ended.
+      bench::Sample s = t.kind == "pp" ? bench::measure_pp(*session, t.n, a.depth, seed + r)
+                                       : bench::measure_tg(*session, t.n, a.depth, seed + r);
+      std::optional<bench::PeerTiming> p;
+      if (peer) p = t.kind == "pp" ? peer->pp(t.n, a.depth) : peer->tg(t.n, a.depth);
+      if (warm) continue;
+      t.loom_tps.push_back(t.n / s.seconds);
+      t.loom_sec.push_back(s.seconds);
+      t.loom_tok_sec.insert(t.loom_tok_sec.end(), s.token_seconds.begin(), s.token_seconds.end());
+      if (p) {
+        t.peer_tps.push_back(t.n / p->seconds);
+        t.peer_tok_sec.insert(t.peer_tok_sec.end(), p->token_seconds.begin(), p->token_seconds.end());
+      }
+    }
+  }
+  progress(a, "");
+  if (!a.quiet) std::fprintf(stderr, "\r\033[K");
+
+  const double rss_mib = double(bench::peak_rss_bytes()) / (1 << 20);
+  json out = {{"model", model.file->path()},
+              {"model_bytes", model.file->size()},
+              {"arch", model.module.name},
+              {"backend", a.backend},
+              {"threads", threads},
+              {"isa", loom::quant::simd::isa_name()},
+              {"build", {{"version", LOOM_VERSION}, {"commit", LOOM_GIT_COMMIT}, {"compiler", LOOM_COMPILER}}},
+              {"cpu", bench::cpu_model()},
+              {"depth", a.depth},
+              {"repetitions", a.reps},
+              {"peak_rss_mib", rss_mib}};
+  if (peer) out["peer"] = peer->describe();
+  for (const auto& t : tests) {
+    json j = {{"test", t.kind + std::to_string(t.n)}, {"loom_tps", summary_json(bench::summarize(t.loom_tps))}};
+    if (t.kind == "pp") j["ttft_ms"] = summary_json(bench::summarize(t.loom_sec), 1e3);
+    if (!t.loom_tok_sec.empty()) j["token_ms"] = summary_json(bench::summarize(t.loom_tok_sec), 1e3);
+    if (peer) {
+      j["peer_tps"] = summary_json(bench::summarize(t.peer_tps));
+      if (!t.peer_tok_sec.empty()) j["peer_token_ms"] = summary_json(bench::summarize(t.peer_tok_sec), 1e3);
+      auto r = bench::paired_ratio(t.peer_tps, t.loom_tps);
+      j["ratio"] = {{"median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}}, {"pairs", r.pairs}};
+    }
+    out["tests"].push_back(j);
+  }
+  if (a.as_json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("model: %s (%.1f MiB), backend %s, %d threads, ISA %s, loom %s (%s)\n", model.file->path().c_str(),
+              double(model.file->size()) / (1 << 20), a.backend.c_str(), threads, loom::quant::simd::isa_name(),
+              LOOM_VERSION, LOOM_GIT_COMMIT);
+  if (peer) std::printf("peer:  %s\n", peer->describe().c_str());
+  std::printf("\n| %-7s | %-16s | %-16s | %-22s | %-10s | %-24s |\n", "test", "loom t/s", peer ? "llama.cpp t/s" : "",
+              peer ? "loom/peer (95% CI)" : "", "TTFT ms", "token ms P50/P95/P99");
+  std::printf("|---------|------------------|------------------|------------------------|------------|--------------------------|\n");
+  for (const auto& t : tests) {
+    std::string ratio, ttft = "-", lat = "-";
+    if (peer) {
+      auto r = bench::paired_ratio(t.peer_tps, t.loom_tps);
+      ratio = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", r.median, r.ci_lo, r.ci_hi);
+    }
+    if (t.kind == "pp") ttft = fmt::format("{:.1f}", bench::quantile(t.loom_sec, 0.5) * 1e3);
+    if (!t.loom_tok_sec.empty()) {
+      auto s = bench::summarize(t.loom_tok_sec);
+      lat = fmt::format("{:.2f}/{:.2f}/{:.2f}", s.p50 * 1e3, s.p95 * 1e3, s.p99 * 1e3);
+    }
+    std::printf("| %-7s | %-16s | %-16s | %-22s | %-10s | %-24s |\n", (t.kind + std::to_string(t.n)).c_str(),
+                fmt_tps(t.loom_tps).c_str(), peer ? fmt_tps(t.peer_tps).c_str() : "", ratio.c_str(), ttft.c_str(),
+                lat.c_str());
+  }
+  std::printf("\npeak RSS %.1f MiB; %d repetitions after %d warm-up, depth %d; t/s as median ± stddev\n", rss_mib,
+              a.reps, a.warmup, a.depth);
+}
+
+std::vector<int> parse_list(const std::string& s, const char* flag) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    try {
+      int x = std::stoi(item);
+      if (x < 0) throw std::out_of_range("negative");
+      if (x > 0) v.push_back(x);
+    } catch (const std::exception&) {
+      loom::fail("{}: '{}' is not a token count", flag, item);
+    }
+  }
+  return v;
+}
+
+loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
+  auto a = std::make_shared<BenchArgs>();
+  auto pp = std::make_shared<std::string>("512"), tg = std::make_shared<std::string>("128");
+  auto* c = root.add_subcommand("bench", "Measure prompt processing and generation speed (optionally vs llama.cpp)");
+  c->add_option("-m,--model", a->model, "model.gguf or model.loom")->required();
+  c->add_option("--gguf", a->gguf, "weights for a .loom program");
+  c->add_option("-p,--pp", *pp, "prompt lengths, comma-separated (0 to skip)")->capture_default_str();
+  c->add_option("-n,--tg", *tg, "generation lengths, comma-separated (0 to skip)")->capture_default_str();
+  c->add_option("-d,--depth", a->depth, "tokens already in the KV cache")->capture_default_str();
+  c->add_option("-r,--reps", a->reps, "repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+  c->add_option("--warmup", a->warmup, "warm-up repetitions (not counted)")->capture_default_str();
+  c->add_option("-t,--threads", a->threads, "threads (0: the program's schedule, else all cores)");
+  c->add_option("-b,--batch", a->n_batch, "most tokens per prefill step")->capture_default_str();
+  c->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (reference)")->capture_default_str();
+  c->add_option("--vs", a->vs, "peer on the same file: llama.cpp (llama-cpp-python) or a path to llama-bench");
+  c->add_flag("--json", a->as_json, "machine-readable output");
+  c->add_flag("-q,--quiet", a->quiet, "no progress line");
+  c->callback([a, pp, tg] {
+    a->pp = parse_list(*pp, "--pp");
+    a->tg = parse_list(*tg, "--tg");
+    if (a->pp.empty() && a->tg.empty()) loom::fail("nothing to measure: both --pp and --tg are 0");
+    run_bench(*a);
+  });
+});
+
+}  // namespace
