@@ -202,8 +202,19 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
         if (s.in_cols != k)
           loom::fail("%{}: activation width {} but weight @{} rows have {}", op.result, s.in_cols, op.operands[1].name, k);
         if (s.cols != n) loom::fail("%{}: weight @{} has {} rows but result width is {}", op.result, op.operands[1].name, n, s.cols);
-        const gguf::TensorType act = loom::quant::simd::act_type(wt->type);
-        const MatmulPart part{wt, loom::quant::row_size(wt->type, k), n, int(cols.size())};
+        MatmulPart part{wt->type, wt->data, loom::quant::row_size(wt->type, k), n, int(cols.size())};
+        part.prefill_type = part.type;
+        part.prefill_data = part.data;
+        part.prefill_row_bytes = part.row_bytes;
+        auto it = repacked_.find(wt);
+        if (it == repacked_.end())
+          if (RepackedWeight rw; repack_for_gemm(*wt, rw)) it = repacked_.emplace(wt, std::move(rw)).first;
+        if (it != repacked_.end()) {
+          part.prefill_type = it->second.type;
+          part.prefill_data = it->second.data.data();
+          part.prefill_row_bytes = loom::quant::row_size(it->second.type, k);
+        }
+        const gguf::TensorType act = loom::quant::simd::act_type(part.type);
         // Join an earlier matmul reading the same activation in the same format: running this
         // one earlier is always valid, since its only value operand is already defined then.
         const size_t floor = has_mixing_ && oi > last_attn ? size_t(drop_after_ + 1) : 0;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/fast/plan.h"
+#include "backend/cpu/fast/repack.h"
 
 namespace loom::backend::cpu::fast {
 
@@ -32,6 +33,7 @@ class FastPlan final : public Plan {
   std::vector<uint8_t> rope_ready_;
   std::vector<std::vector<float>> scratch_;
   std::map<const gguf::TensorInfo*, std::vector<float>> dense_;
+  std::map<const gguf::TensorInfo*, RepackedWeight> repacked_;  // node-based: data stays put
   bool has_mixing_ = false;
   int drop_after_ = -1;            // step after which unwanted rows are dropped
   std::vector<int> live_at_drop_;  // values whose rows are compacted there

@@ -2,8 +2,10 @@
 // same activation x. x is quantized once into the format simd::gemm wants (act_type of the
 // weights, e.g. Q8_K for Q4_K/Q6_K) and reused by every part and every later step that reads
 // it. The work is cut into tiles of (weight rows × activation rows) handed out dynamically:
-//  - decode (few activation rows): tiles of ~kDecodeTileBytes of weights, so each thread
-//    streams its share of the matrix once and the threads finish together;
+//  - decode (few activation rows): about kDecodeTilesPerThread tiles per thread of equal
+//    weight bytes (at least kDecodeMinTileBytes): long contiguous streams keep the hardware
+//    prefetcher running, and a few tiles per thread still let one thread take over from
+//    another that the OS has descheduled;
 //  - prefill: tiles of kPrefillRows weight rows × kPrefillActs activation rows (the kernel
 //    re-prepares its activation rows per call, so long activation blocks amortize that), so a tile's
 //    weights stay in L1/L2 while all of its activation rows pass over them.
@@ -19,7 +21,8 @@ namespace loom::backend::cpu::fast {
 namespace {
 
 constexpr int64_t kDecodeActs = 8;             // at most this many rows: weight-streaming tiles
-constexpr int64_t kDecodeTileBytes = 24 << 10;
+constexpr int64_t kDecodeTilesPerThread = 4;
+constexpr int64_t kDecodeMinTileBytes = 32 << 10;
 constexpr int64_t kPrefillRows = 64;
 constexpr int64_t kPrefillActs = 256;
 
@@ -51,10 +54,13 @@ void run_matmul(const Step& s, Exec& e) {
   constexpr int kMaxParts = 8;
   int64_t chunk_rows[kMaxParts], first_chunk[kMaxParts + 1];
   const int n_parts = int(s.parts.size());
+  int64_t total_bytes = 0;
+  for (const auto& mp : s.parts) total_bytes += mp.rows * int64_t(mp.row_bytes);
+  const int64_t tile_bytes = std::max(kDecodeMinTileBytes, total_bytes / (kDecodeTilesPerThread * e.pool.size()));
   first_chunk[0] = 0;
   for (int p = 0; p < n_parts; ++p) {
     const MatmulPart& mp = s.parts[p];
-    chunk_rows[p] = decode ? std::max<int64_t>(16, round_up(kDecodeTileBytes / int64_t(mp.row_bytes), 16)) : kPrefillRows;
+    chunk_rows[p] = decode ? std::max<int64_t>(16, round_up(tile_bytes / int64_t(mp.row_bytes), 16)) : kPrefillRows;
     chunk_rows[p] = std::min(chunk_rows[p], mp.rows);
     first_chunk[p + 1] = first_chunk[p] + (mp.rows + chunk_rows[p] - 1) / chunk_rows[p];
   }
@@ -69,7 +75,10 @@ void run_matmul(const Step& s, Exec& e) {
     const MatmulPart& mp = s.parts[p];
     const int64_t r0 = (c - first_chunk[p]) * chunk_rows[p], r1 = std::min(mp.rows, r0 + chunk_rows[p]);
     const int64_t a0 = ab * act_block, a1 = std::min(n_act, a0 + act_block);
-    loom::quant::simd::gemm(mp.w->type, mp.w->data + size_t(r0) * mp.row_bytes, mp.row_bytes, r1 - r0,
+    const gguf::TensorType wt = decode ? mp.type : mp.prefill_type;
+    const uint8_t* wd = decode ? mp.data : mp.prefill_data;
+    const size_t wrb = decode ? mp.row_bytes : mp.prefill_row_bytes;
+    loom::quant::simd::gemm(wt, wd + size_t(r0) * wrb, wrb, r1 - r0,
                             act + size_t(a0) * act_rb, act_rb, a1 - a0, outs[p] + a0 * mp.rows + r0, size_t(mp.rows), k);
   });
 }

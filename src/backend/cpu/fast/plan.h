@@ -26,10 +26,16 @@ struct Slot {
 };
 
 struct MatmulPart {
-  const gguf::TensorInfo* w = nullptr;
+  gguf::TensorType type = gguf::TensorType::F32;  // as stored, or as repacked (repack.h)
+  const uint8_t* data = nullptr;
   size_t row_bytes = 0;  // bytes of one weight row
   int64_t rows = 0;      // N: output width
   int out = -1;          // value written
+  // The layout prefill uses (repack.h); decode keeps the smaller stored rows, since it is
+  // bound by bytes rather than by unpacking.
+  gguf::TensorType prefill_type = gguf::TensorType::F32;
+  const uint8_t* prefill_data = nullptr;
+  size_t prefill_row_bytes = 0;
 };
 
 struct RopeConfig {

@@ -1,0 +1,42 @@
+#include "backend/cpu/fast/repack.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "quant/blocks.h"
+
+namespace loom::backend::cpu::fast {
+
+namespace {
+bool enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOOM_FAST_REPACK");
+    return !(e && std::string_view(e) == "0");
+  }();
+  return on;
+}
+}  // namespace
+
+bool repack_for_gemm(const gguf::TensorInfo& t, RepackedWeight& out) {
+  using namespace loom::quant;
+  if (!enabled() || t.type != gguf::TensorType::Q5_0) return false;
+  const int64_t nb = int64_t(t.elements()) / kQK;
+  out.type = gguf::TensorType::Q8_0;
+  out.data.resize(size_t(nb) * sizeof(BlockQ8_0));
+  const auto* src = reinterpret_cast<const BlockQ5_0*>(t.data);
+  auto* dst = reinterpret_cast<BlockQ8_0*>(out.data.data());
+  for (int64_t i = 0; i < nb; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, src[i].qh, sizeof qh);
+    dst[i].d = src[i].d;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int xh0 = int(((qh >> j) << 4) & 0x10), xh1 = int((qh >> (j + 12)) & 0x10);
+      dst[i].qs[j] = int8_t(((src[i].qs[j] & 0x0f) | xh0) - 16);
+      dst[i].qs[j + kQK / 2] = int8_t(((src[i].qs[j] >> 4) | xh1) - 16);
+    }
+  }
+  return true;
+}
+
+}  // namespace loom::backend::cpu::fast
