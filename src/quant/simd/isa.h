@@ -27,6 +27,8 @@ bool quantize(gguf::TensorType t, const float* x, void* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {
 bool gemm(gguf::TensorType wt, const GemmArgs& g);
+// x8 layouts (packed.h): w = the first group, w_row_bytes = bytes per group of 8 rows.
+bool gemm_packed(gguf::TensorType wt, const GemmArgs& g);
 bool quantize(gguf::TensorType t, const float* x, void* y, int64_t n);
 }  // namespace avx512
 

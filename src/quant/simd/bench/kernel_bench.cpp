@@ -18,6 +18,7 @@
 
 #include "quant/quant.h"
 #include "quant/simd/kernels.h"
+#include "quant/simd/packed.h"
 
 namespace {
 
@@ -32,6 +33,7 @@ struct Matrix {
   size_t row_bytes, bytes;
   std::vector<uint8_t> pool;  // copies of the weight matrix, back to back
   size_t copies;
+  bool packed = false;        // pool holds x8 groups (packed.h)
 };
 
 Matrix make_matrix(TensorType wt, int64_t rows, int64_t k, size_t pool_bytes) {
@@ -46,6 +48,18 @@ Matrix make_matrix(TensorType wt, int64_t rows, int64_t k, size_t pool_bytes) {
     for (auto& v : x) v = nd(rng);
     q::quantize_row(wt, x.data(), m.pool.data() + size_t(r) * m.row_bytes, k);
   }
+  for (size_t c = 1; c < m.copies; ++c) std::copy_n(m.pool.data(), m.bytes, m.pool.data() + c * m.bytes);
+  return m;
+}
+
+// The same matrix as x8 groups.
+Matrix make_packed(TensorType wt, int64_t rows, int64_t k, size_t pool_bytes) {
+  Matrix src = make_matrix(wt, rows, k, 0);
+  Matrix m{wt, rows, k, simd::packed_group_bytes(wt, k), 0, {}, 0, true};
+  m.bytes = m.row_bytes * size_t(rows / 8);
+  m.copies = std::max<size_t>(1, pool_bytes / m.bytes);
+  m.pool.resize(m.bytes * m.copies);
+  simd::pack_rows(wt, src.pool.data(), src.row_bytes, rows, k, m.pool.data());
   for (size_t c = 1; c < m.copies; ++c) std::copy_n(m.pool.data(), m.bytes, m.pool.data() + c * m.bytes);
   return m;
 }
@@ -70,14 +84,16 @@ struct Shape {
   TensorType wt;
   int64_t rows, k;
   size_t pool_bytes;
+  bool packed = false;
 };
 
 // One matrix at a time, built on first use, so the pools of all types never coexist.
 const Matrix* matrix(const Shape& s) {
   static std::unique_ptr<Matrix> cur;
-  if (!cur || cur->wt != s.wt || cur->rows != s.rows || cur->k != s.k || cur->copies != std::max<size_t>(1, s.pool_bytes / (q::row_size(s.wt, s.k) * size_t(s.rows)))) {
+  if (!cur || cur->wt != s.wt || cur->rows != s.rows || cur->k != s.k || cur->packed != s.packed ||
+      cur->copies != std::max<size_t>(1, s.pool_bytes / (q::row_size(s.wt, s.k) * size_t(s.rows)))) {
     cur.reset();
-    cur = std::make_unique<Matrix>(make_matrix(s.wt, s.rows, s.k, s.pool_bytes));
+    cur = std::make_unique<Matrix>(s.packed ? make_packed(s.wt, s.rows, s.k, s.pool_bytes) : make_matrix(s.wt, s.rows, s.k, s.pool_bytes));
   }
   return cur.get();
 }
@@ -90,8 +106,11 @@ void run_gemm(benchmark::State& st, Shape shape, Isa level, int64_t n_act) {
   std::vector<float> out(size_t(m->rows * n_act));
   size_t c = 0;
   for (auto _ : st) {
-    simd::gemm(m->wt, m->pool.data() + c * m->bytes, m->row_bytes, m->rows, act.data(), arb, n_act,
-               out.data(), size_t(m->rows), m->k);
+    if (m->packed)
+      simd::gemm_packed(m->wt, m->pool.data() + c * m->bytes, m->rows, act.data(), arb, n_act, out.data(), size_t(m->rows), m->k);
+    else
+      simd::gemm(m->wt, m->pool.data() + c * m->bytes, m->row_bytes, m->rows, act.data(), arb, n_act,
+                 out.data(), size_t(m->rows), m->k);
     benchmark::DoNotOptimize(out.data());
     if (++c == m->copies) c = 0;
   }
@@ -132,6 +151,23 @@ int main(int argc, char** argv) {
         }
     }
   }
+  // x8 layouts (packed.h), AVX-512 kernels: "gemvx8/..." and "gemmx8/...", same shapes.
+  if (simd::best_isa() >= Isa::avx512)
+    for (TensorType wt : types) {
+      if (!simd::has_packed_layout(wt)) continue;
+      const std::string tn(gguf::type_name(wt));
+      for (auto [rows, k] : {std::pair<int64_t, int64_t>{2048, 8192}, {576, 1536}}) {
+        const Shape m{wt, rows, k, size_t(256) << 20, true};
+        const std::string name = "gemvx8/" + tn + "/avx512vnni/" + std::to_string(rows) + "x" + std::to_string(k);
+        benchmark::RegisterBenchmark(name.c_str(), run_gemm, m, Isa::avx512, int64_t(1))->Unit(benchmark::kMicrosecond)->UseRealTime();
+      }
+      for (auto [rows, k] : {std::pair<int64_t, int64_t>{576, 1536}, {2048, 2048}})
+        for (int64_t n : {64, 512}) {
+          const Shape m{wt, rows, k, 0, true};
+          const std::string name = "gemmx8/" + tn + "/avx512vnni/" + std::to_string(rows) + "x" + std::to_string(k) + "/" + std::to_string(n);
+          benchmark::RegisterBenchmark(name.c_str(), run_gemm, m, Isa::avx512, n)->Unit(benchmark::kMillisecond)->UseRealTime();
+        }
+    }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,0 +1,123 @@
+// x8 layouts (packed.h): pack/unpack are inverse bijections on raw random blocks, and
+// gemm_packed at every ISA level matches the scalar quant::vec_dot on the stored rows (same
+// tolerance argument as gemm_test.cpp: exact integer sums, float order only).
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "quant/simd/packed.h"
+#include "test_util.h"
+
+namespace loom::quant::simd::test {
+namespace {
+
+using gguf::TensorType;
+
+std::vector<uint8_t> weights(TensorType t, int64_t rows, int64_t k, bool raw, std::mt19937_64& rng) {
+  const size_t rb = row_size(t, k);
+  std::vector<uint8_t> w(rb * size_t(rows));
+  if (!raw) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto x = random_floats(rng, k);
+      quantize_row(t, x.data(), w.data() + r * rb, k);
+    }
+    return w;
+  }
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = uint8_t(byte(rng));
+  std::uniform_real_distribution<float> sc(-0.125f, 0.125f);
+  std::vector<int> halves = t == TensorType::Q4_K ? std::vector<int>{0, 2} : t == TensorType::Q6_K ? std::vector<int>{208} : std::vector<int>{0};
+  const size_t bb = size_t(block_bytes(t));
+  for (size_t off = 0; off < w.size(); off += bb)
+    for (int f : halves) {
+      const uint16_t h = fp32_to_fp16(sc(rng));
+      std::memcpy(&w[off + size_t(f)], &h, 2);
+    }
+  return w;
+}
+
+const TensorType kTypes[] = {TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_K, TensorType::Q6_K};
+
+TEST(Packed, RoundTripIsIdentity) {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (TensorType t : kTypes)
+    for (int64_t k : {256, 512, 2048}) {
+      const int64_t rows = 8 * (1 + int64_t(rng() % 4));
+      const auto w = weights(t, rows, k, true, rng);
+      std::vector<uint8_t> p(packed_group_bytes(t, k) * size_t(rows / 8)), back(w.size(), 0xcd);
+      if (t != TensorType::Q4_K) {
+        EXPECT_EQ(p.size(), w.size());
+      }
+      pack_rows(t, w.data(), row_size(t, k), rows, k, p.data());
+      unpack_rows(t, p.data(), rows, k, back.data(), row_size(t, k));
+      ASSERT_EQ(w, back) << gguf::type_name(t) << " k " << k << " seed " << seed;
+    }
+}
+
+void check(TensorType wt, int64_t k, int64_t n_rows, int64_t n_act, bool raw, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const TensorType at = act_type(wt);
+  const size_t wrb = row_size(wt, k), arb = row_size(at, k) + 8;
+  const auto w = weights(wt, n_rows, k, raw, rng);
+  std::vector<uint8_t> p(packed_group_bytes(wt, k) * size_t(n_rows / 8));
+  pack_rows(wt, w.data(), wrb, n_rows, k, p.data());
+  std::vector<uint8_t> act(arb * size_t(n_act));
+  std::vector<float> actf(size_t(k * n_act)), wf(static_cast<size_t>(k));
+  for (int64_t a = 0; a < n_act; ++a) {
+    const auto x = random_floats(rng, k);
+    quantize_row(at, x.data(), act.data() + a * arb, k);
+    dequantize_row(at, act.data() + a * arb, actf.data() + a * k, k);
+  }
+  std::vector<double> ref(size_t(n_rows * n_act)), mag(size_t(n_rows * n_act));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    dequantize_row(wt, w.data() + r * wrb, wf.data(), k);
+    for (int64_t a = 0; a < n_act; ++a) {
+      double m = 0;
+      for (int64_t i = 0; i < k; ++i) m += std::fabs(double(wf[size_t(i)]) * actf[size_t(a * k + i)]);
+      mag[size_t(a * n_rows + r)] = m;
+      ref[size_t(a * n_rows + r)] = vec_dot(wt, w.data() + r * wrb, act.data() + a * arb, k);
+    }
+  }
+  const size_t stride = size_t(n_rows + 5);
+  for (Isa l : levels()) {
+    force_isa(l);
+    std::vector<float> out(stride * size_t(n_act), -7.0f);
+    gemm_packed(wt, p.data(), n_rows, act.data(), arb, n_act, out.data(), stride, k);
+    for (int64_t a = 0; a < n_act; ++a) {
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const double rv = ref[size_t(a * n_rows + r)], gv = out[size_t(a) * stride + size_t(r)];
+        ASSERT_LE(std::fabs(gv - rv), 1e-4 * mag[size_t(a * n_rows + r)] + 1e-30)
+            << gguf::type_name(wt) << " isa " << level_name(l) << " k " << k << " rows " << n_rows << " n_act " << n_act
+            << (raw ? " raw" : " quantized") << " row " << r << " act " << a << " ref " << rv << " got " << gv << " seed " << seed;
+      }
+      for (size_t r = size_t(n_rows); r < stride; ++r) ASSERT_EQ(out[size_t(a) * stride + r], -7.0f);
+    }
+  }
+}
+
+class PackedVsReference : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(PackedVsReference, AllActTilesAllLevels) {
+  IsaGuard guard;
+  const TensorType wt = GetParam();
+  uint64_t s = fresh_seed();
+  std::vector<int64_t> ks{256, 512, 2048};
+  if (block_elems(wt) == 32) ks.insert(ks.end(), {576, 640});
+  for (int64_t k : ks)
+    for (int64_t n_act : {1, 2, 3, 4, 5, 8, 13})
+      for (bool raw : {false, true}) check(wt, k, n_act == 13 ? 48 : 16, n_act, raw, s++);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, PackedVsReference, ::testing::ValuesIn(kTypes),
+                         [](const auto& info) { return std::string(gguf::type_name(info.param)); });
+
+TEST(Packed, RejectsBadShapes) {
+  std::vector<uint8_t> w(1 << 16), a(4096);
+  std::vector<float> out(64);
+  EXPECT_THROW(pack_rows(TensorType::Q4_0, w.data(), 18, 8, 32, a.data()), loom::Error);
+  EXPECT_THROW(pack_rows(TensorType::Q8_0, w.data(), 34, 7, 32, a.data()), loom::Error);
+  EXPECT_THROW(gemm_packed(TensorType::Q4_K, w.data(), 8, a.data(), 292, 1, out.data(), 8, 100), loom::Error);
+}
+
+}  // namespace
+}  // namespace loom::quant::simd::test
