@@ -4,12 +4,14 @@
 // the reference) is recorded with the values that live across it.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cpu/fast/fast_plan.h"
 #include "common/error.h"
 #include "quant/quant.h"
 #include "quant/simd/kernels.h"
+#include "quant/simd/packed.h"
 
 namespace loom::backend::cpu::fast {
 
@@ -32,6 +34,17 @@ StepKind kind_of(const std::string& opcode, int line) {
 }
 
 int64_t round64(int64_t x) { return (x + 63) / 64 * 64; }
+
+// Matmul weights of the types with an x8 layout are repacked into it when the AVX-512 kernels
+// run (quant/simd/packed.h; decode GEMV 1.3-2x faster per thread). LOOM_FAST_PACK=0 keeps the
+// stored rows.
+bool pack_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOOM_FAST_PACK");
+    return !(e && std::string(e) == "0");
+  }();
+  return on && loom::quant::simd::isa() == loom::quant::simd::Isa::avx512;
+}
 
 }  // namespace
 
@@ -206,8 +219,22 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
         part.prefill_type = part.type;
         part.prefill_data = part.data;
         part.prefill_row_bytes = part.row_bytes;
+        if (pack_enabled() && loom::quant::simd::has_packed_layout(wt->type) && n >= loom::quant::simd::kPackRows) {
+          auto pk = packed_.find(wt);
+          const int64_t prows = n / loom::quant::simd::kPackRows * loom::quant::simd::kPackRows;
+          const size_t gb = loom::quant::simd::packed_group_bytes(wt->type, k);
+          if (pk == packed_.end()) {
+            std::vector<uint8_t> buf(gb * size_t(prows / loom::quant::simd::kPackRows));
+            loom::quant::simd::pack_rows(wt->type, wt->data, part.row_bytes, prows, k, buf.data());
+            pk = packed_.emplace(wt, std::move(buf)).first;
+          }
+          part.packed = pk->second.data();
+          part.packed_rows = prows;
+          part.packed_group_bytes = gb;
+        }
         auto it = repacked_.find(wt);
-        if (it == repacked_.end())
+        // Packed weights serve prefill too (their few tail rows read the stored format).
+        if (it == repacked_.end() && part.packed_rows == 0)
           if (RepackedWeight rw; repack_for_gemm(*wt, rw)) it = repacked_.emplace(wt, std::move(rw)).first;
         if (it != repacked_.end()) {
           part.prefill_type = it->second.type;

@@ -9,12 +9,16 @@
 //  - prefill: tiles of kPrefillRows weight rows × kPrefillActs activation rows (the kernel
 //    re-prepares its activation rows per call, so long activation blocks amortize that), so a tile's
 //    weights stay in L1/L2 while all of its activation rows pass over them.
+// Weights with an x8 layout (MatmulPart::packed, quant/simd/packed.h) are read from it for
+// their first packed_rows rows; tile row counts are multiples of 8, so a tile is all packed
+// groups, all tail rows, or groups then the tail.
 #include <algorithm>
 
 #include "backend/cpu/fast/plan.h"
 #include "common/error.h"
 #include "quant/quant.h"
 #include "quant/simd/kernels.h"
+#include "quant/simd/packed.h"
 
 namespace loom::backend::cpu::fast {
 
@@ -75,11 +79,21 @@ void run_matmul(const Step& s, Exec& e) {
     const MatmulPart& mp = s.parts[p];
     const int64_t r0 = (c - first_chunk[p]) * chunk_rows[p], r1 = std::min(mp.rows, r0 + chunk_rows[p]);
     const int64_t a0 = ab * act_block, a1 = std::min(n_act, a0 + act_block);
-    const gguf::TensorType wt = decode ? mp.type : mp.prefill_type;
-    const uint8_t* wd = decode ? mp.data : mp.prefill_data;
-    const size_t wrb = decode ? mp.row_bytes : mp.prefill_row_bytes;
-    loom::quant::simd::gemm(wt, wd + size_t(r0) * wrb, wrb, r1 - r0,
-                            act + size_t(a0) * act_rb, act_rb, a1 - a0, outs[p] + a0 * mp.rows + r0, size_t(mp.rows), k);
+    float* o = outs[p] + a0 * mp.rows;
+    const uint8_t* xa = act + size_t(a0) * act_rb;
+    int64_t r = r0;
+    if (r < mp.packed_rows) {  // x8 groups (chunk sizes are multiples of 8)
+      const int64_t pe = std::min(r1, mp.packed_rows);
+      loom::quant::simd::gemm_packed(mp.type, mp.packed + size_t(r / 8) * mp.packed_group_bytes, pe - r, xa, act_rb,
+                                     a1 - a0, o + r, size_t(mp.rows), k);
+      r = pe;
+    }
+    if (r < r1) {
+      const gguf::TensorType wt = decode ? mp.type : mp.prefill_type;
+      const uint8_t* wd = decode ? mp.data : mp.prefill_data;
+      const size_t wrb = decode ? mp.row_bytes : mp.prefill_row_bytes;
+      loom::quant::simd::gemm(wt, wd + size_t(r) * wrb, wrb, r1 - r, xa, act_rb, a1 - a0, o + r, size_t(mp.rows), k);
+    }
   });
 }
 

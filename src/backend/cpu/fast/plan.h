@@ -36,6 +36,12 @@ struct MatmulPart {
   gguf::TensorType prefill_type = gguf::TensorType::F32;
   const uint8_t* prefill_data = nullptr;
   size_t prefill_row_bytes = 0;
+  // Rows 0..packed_rows-1 (a multiple of 8) also as x8 groups (quant/simd/packed.h), which
+  // decode and prefill read instead of data / prefill_data; the rows after them come from
+  // data / prefill_data.
+  const uint8_t* packed = nullptr;
+  int64_t packed_rows = 0;
+  size_t packed_group_bytes = 0;
 };
 
 struct RopeConfig {
