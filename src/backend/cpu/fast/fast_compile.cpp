@@ -224,11 +224,11 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
           const int64_t prows = n / loom::quant::simd::kPackRows * loom::quant::simd::kPackRows;
           const size_t gb = loom::quant::simd::packed_group_bytes(wt->type, k);
           if (pk == packed_.end()) {
-            std::vector<uint8_t> buf(gb * size_t(prows / loom::quant::simd::kPackRows));
-            loom::quant::simd::pack_rows(wt->type, wt->data, part.row_bytes, prows, k, buf.data());
-            pk = packed_.emplace(wt, std::move(buf)).first;
+            uint8_t* buf = packed_arena_.alloc(gb * size_t(prows / loom::quant::simd::kPackRows));
+            loom::quant::simd::pack_rows(wt->type, wt->data, part.row_bytes, prows, k, buf);
+            pk = packed_.emplace(wt, buf).first;
           }
-          part.packed = pk->second.data();
+          part.packed = pk->second;
           part.packed_rows = prows;
           part.packed_group_bytes = gb;
         }

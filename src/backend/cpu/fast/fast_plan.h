@@ -34,7 +34,8 @@ class FastPlan final : public Plan {
   std::vector<std::vector<float>> scratch_;
   std::map<const gguf::TensorInfo*, std::vector<float>> dense_;
   std::map<const gguf::TensorInfo*, RepackedWeight> repacked_;  // node-based: data stays put
-  std::map<const gguf::TensorInfo*, std::vector<uint8_t>> packed_;  // x8 groups (packed.h)
+  std::map<const gguf::TensorInfo*, const uint8_t*> packed_;  // x8 groups (packed.h) in packed_arena_
+  HugeArena packed_arena_;
   bool has_mixing_ = false;
   int drop_after_ = -1;            // step after which unwanted rows are dropped
   std::vector<int> live_at_drop_;  // values whose rows are compacted there

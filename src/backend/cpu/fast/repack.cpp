@@ -1,6 +1,9 @@
 #include "backend/cpu/fast/repack.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
+#include <new>
 #include <cstring>
 #include <string_view>
 
@@ -37,6 +40,31 @@ bool repack_for_gemm(const gguf::TensorInfo& t, RepackedWeight& out) {
     }
   }
   return true;
+}
+
+HugeBuffer::HugeBuffer(size_t bytes) : n_(bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t alloc = (bytes + kHuge - 1) / kHuge * kHuge;
+  p_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc ? alloc : kHuge));
+  if (!p_) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  madvise(p_, alloc, MADV_HUGEPAGE);  // a hint: failure leaves 4 KiB pages
+#endif
+}
+
+HugeBuffer::~HugeBuffer() { std::free(p_); }
+
+uint8_t* HugeArena::alloc(size_t bytes) {
+  constexpr size_t kChunk = size_t(64) << 20;
+  bytes = (bytes + 63) / 64 * 64;
+  if (bytes > kChunk / 4) return own_.emplace_back(bytes).data();
+  if (chunks_.empty() || used_ + bytes > chunks_.back().size()) {
+    chunks_.emplace_back(kChunk);
+    used_ = 0;
+  }
+  uint8_t* p = chunks_.back().data() + used_;
+  used_ += bytes;
+  return p;
 }
 
 }  // namespace loom::backend::cpu::fast

@@ -161,6 +161,14 @@ int main(int argc, char** argv) {
         const std::string name = "gemvx8/" + tn + "/avx512vnni/" + std::to_string(rows) + "x" + std::to_string(k);
         benchmark::RegisterBenchmark(name.c_str(), run_gemm, m, Isa::avx512, int64_t(1))->Unit(benchmark::kMicrosecond)->UseRealTime();
       }
+      {  // weights hot in L2: the kernel's compute ceiling
+        const Shape m{wt, 576, 1536, 0, true};
+        benchmark::RegisterBenchmark(("gemvx8hot/" + tn + "/avx512vnni/576x1536").c_str(), run_gemm, m, Isa::avx512, int64_t(1))
+            ->Unit(benchmark::kMicrosecond)->UseRealTime();
+        const Shape u{wt, 576, 1536, 0, false};
+        benchmark::RegisterBenchmark(("gemvhot/" + tn + "/avx512vnni/576x1536").c_str(), run_gemm, u, Isa::avx512, int64_t(1))
+            ->Unit(benchmark::kMicrosecond)->UseRealTime();
+      }
       for (auto [rows, k] : {std::pair<int64_t, int64_t>{576, 1536}, {2048, 2048}})
         for (int64_t n : {64, 512}) {
           const Shape m{wt, rows, k, 0, true};
