@@ -217,6 +217,62 @@ void group_block(TensorType t, Canon* c, uint8_t* g, bool to_group) {
   }
 }
 
+// group_block(.., to_group = true) without its per-element generality: the load-time path.
+// The round-trip test checks it against group_block's unpacking.
+void pack_group_block(TensorType t, const Canon* c, uint8_t* g) {
+  auto put_d = [&](size_t off, Half Canon::*f) {
+    for (int r = 0; r < 8; ++r) std::memcpy(g + off + 2 * r, &(c[r].*f), 2);
+  };
+  // 32 weights at u -> the [j][r][4] nibble area `a` (row r), from the low 4 bits of u.
+  auto nibbles = [](uint8_t* a, int r, const uint8_t* u) {
+    for (int j = 0; j < 4; ++j)
+      for (int p = 0; p < 4; ++p) a[32 * j + 4 * r + p] = uint8_t((u[4 * j + p] & 0x0f) | ((u[16 + 4 * j + p] & 0x0f) << 4));
+  };
+  switch (t) {
+    case TensorType::Q8_0:
+      put_d(0, &Canon::d);
+      for (int r = 0; r < 8; ++r)
+        for (int q = 0; q < 8; ++q) std::memcpy(g + 16 + 32 * q + 4 * r, c[r].u + 4 * q, 4);
+      break;
+    case TensorType::Q5_0:
+      put_d(0, &Canon::d);
+      std::memset(g + 16, 0, 32);
+      for (int r = 0; r < 8; ++r) {
+        nibbles(g + 48, r, c[r].u);
+        for (int e = 0; e < 32; ++e) g[16 + (e >> 2) * 4 + (4 * r + (e & 3)) / 8] |= uint8_t((c[r].u[e] >> 4) << ((4 * r + (e & 3)) % 8));
+      }
+      break;
+    case TensorType::Q4_K:
+      put_d(0, &Canon::d);
+      put_d(16, &Canon::dmin);
+      for (int r = 0; r < 8; ++r) {
+        for (int s = 0; s < 8; ++s) {
+          g[32 + s * 8 + r] = c[r].sc[s];
+          g[96 + (s / 2) * 16 + r * 2 + (s & 1)] = c[r].mn[s];
+        }
+        for (int s = 0; s < 8; ++s) nibbles(g + 160 + 128 * s, r, c[r].u + 32 * s);
+      }
+      break;
+    case TensorType::Q6_K:
+      put_d(0, &Canon::d);
+      for (int r = 0; r < 8; ++r) {
+        for (int s = 0; s < 16; ++s) g[16 + s * 8 + r] = c[r].sc[s];
+        for (int ch = 0; ch < 8; ++ch) {
+          const uint8_t* u = c[r].u + 32 * ch;
+          nibbles(g + 144 + 128 * ch, r, u);
+          for (int h = 0; h < 2; ++h)
+            for (int p = 0; p < 4; ++p) {
+              uint8_t b = 0;
+              for (int f = 0; f < 4; ++f) b = uint8_t(b | ((u[16 * h + 4 * f + p] >> 4) << (2 * f)));
+              g[1168 + 64 * ch + 32 * h + 4 * r + p] = b;
+            }
+        }
+      }
+      break;
+    default: fail("quant::simd: no x8 layout for {}", gguf::type_name(t));
+  }
+}
+
 void check(TensorType wt, int64_t n_rows, int64_t k) {
   if (!has_packed_layout(wt)) fail("quant::simd: no x8 layout for {}", gguf::type_name(wt));
   if (n_rows < 0 || n_rows % kPackRows) fail("quant::simd: {} rows is not a multiple of {}", n_rows, kPackRows);
@@ -239,7 +295,7 @@ void pack_rows(TensorType wt, const void* w, size_t w_row_bytes, int64_t n_rows,
   for (int64_t g = 0; g < n_rows / kPackRows; ++g)
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < 8; ++r) decode(wt, (const uint8_t*)w + size_t(g * 8 + r) * w_row_bytes + size_t(b) * bb, c[r]);
-      group_block(wt, c, (uint8_t*)out + size_t(g) * packed_group_bytes(wt, k) + size_t(b) * gbb, true);
+      pack_group_block(wt, c, (uint8_t*)out + size_t(g) * packed_group_bytes(wt, k) + size_t(b) * gbb);
     }
 }
 

@@ -2,6 +2,9 @@
 // the same activation in the same format are grouped, every value and quantized activation
 // gets an arena slot by liveness, and the row drop point (after the last attention op, as in
 // the reference) is recorded with the values that live across it.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -44,6 +47,20 @@ bool pack_enabled() {
     return !(e && std::string(e) == "0");
   }();
   return on && loom::quant::simd::isa() == loom::quant::simd::Isa::avx512;
+}
+
+// Once a weight lives on as x8 groups, its stored rows are only read again by the odd embedding
+// lookup: MADV_PAGEOUT lets the kernel reclaim them (clean file pages of the model mapping)
+// instead of keeping both copies resident. It never discards data: heap-backed weights (files
+// built in memory) stay or go to swap, and a later read simply faults the page back in.
+void release_pages(const uint8_t* p, size_t bytes) {
+#ifdef MADV_PAGEOUT
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (uintptr_t(p) + page - 1) / page * page, e = (uintptr_t(p) + bytes) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_PAGEOUT);
+#else
+  (void)p, (void)bytes;
+#endif
 }
 
 }  // namespace
@@ -225,7 +242,14 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
           const size_t gb = loom::quant::simd::packed_group_bytes(wt->type, k);
           if (pk == packed_.end()) {
             uint8_t* buf = packed_arena_.alloc(gb * size_t(prows / loom::quant::simd::kPackRows));
-            loom::quant::simd::pack_rows(wt->type, wt->data, part.row_bytes, prows, k, buf);
+            // In slices of 64 groups across the pool (packing 1B-class models is seconds of work).
+            const int64_t ng = prows / loom::quant::simd::kPackRows, slice = 64;
+            pool_.for_each((ng + slice - 1) / slice, [&](int64_t i, int) {
+              const int64_t g0 = i * slice, g1 = std::min(ng, g0 + slice);
+              loom::quant::simd::pack_rows(wt->type, wt->data + size_t(g0) * 8 * part.row_bytes, part.row_bytes,
+                                           (g1 - g0) * 8, k, buf + size_t(g0) * gb);
+            });
+            if (prows == n) release_pages(wt->data, size_t(n) * part.row_bytes);
             pk = packed_.emplace(wt, buf).first;
           }
           part.packed = pk->second;

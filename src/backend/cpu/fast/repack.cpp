@@ -48,7 +48,11 @@ HugeBuffer::HugeBuffer(size_t bytes) : n_(bytes) {
   p_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc ? alloc : kHuge));
   if (!p_) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
-  madvise(p_, alloc, MADV_HUGEPAGE);  // a hint: failure leaves 4 KiB pages
+  static const bool huge = [] {
+    const char* e = std::getenv("LOOM_FAST_HUGEPAGES");
+    return !(e && std::string_view(e) == "0");
+  }();
+  if (huge) madvise(p_, alloc, MADV_HUGEPAGE);  // a hint: failure leaves 4 KiB pages
 #endif
 }
 
