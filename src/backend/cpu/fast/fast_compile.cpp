@@ -249,7 +249,10 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
               loom::quant::simd::pack_rows(wt->type, wt->data + size_t(g0) * 8 * part.row_bytes, part.row_bytes,
                                            (g1 - g0) * 8, k, buf + size_t(g0) * gb);
             });
-            if (prows == n) release_pages(wt->data, size_t(n) * part.row_bytes);
+            // Right away (keeps the peak low), except for embedding tables (tied output
+            // weights), which are read a row per token: the embed op comes first in programs.
+            if (prows == n && std::none_of(steps_.begin(), steps_.end(), [&](const Step& st) { return st.table == wt; }))
+              release_pages(wt->data, size_t(n) * part.row_bytes);
             pk = packed_.emplace(wt, buf).first;
           }
           part.packed = pk->second;
