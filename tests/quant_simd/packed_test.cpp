@@ -25,7 +25,7 @@ std::vector<uint8_t> weights(TensorType t, int64_t rows, int64_t k, bool raw, st
   std::uniform_int_distribution<int> byte(0, 255);
   for (auto& b : w) b = uint8_t(byte(rng));
   std::uniform_real_distribution<float> sc(-0.125f, 0.125f);
-  std::vector<int> halves = t == TensorType::Q4_K ? std::vector<int>{0, 2} : t == TensorType::Q6_K ? std::vector<int>{208} : std::vector<int>{0};
+  std::vector<int> halves = (t == TensorType::Q4_K || t == TensorType::Q4_1) ? std::vector<int>{0, 2} : t == TensorType::Q6_K ? std::vector<int>{208} : std::vector<int>{0};
   const size_t bb = size_t(block_bytes(t));
   for (size_t off = 0; off < w.size(); off += bb)
     for (int f : halves) {
@@ -35,7 +35,7 @@ std::vector<uint8_t> weights(TensorType t, int64_t rows, int64_t k, bool raw, st
   return w;
 }
 
-const TensorType kTypes[] = {TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_K, TensorType::Q6_K};
+const TensorType kTypes[] = {TensorType::Q8_0, TensorType::Q5_0, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q4_K, TensorType::Q6_K};
 
 TEST(Packed, RoundTripIsIdentity) {
   const uint64_t seed = fresh_seed();
@@ -114,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(Types, PackedVsReference, ::testing::ValuesIn(kTypes),
 TEST(Packed, RejectsBadShapes) {
   std::vector<uint8_t> w(1 << 16), a(4096);
   std::vector<float> out(64);
-  EXPECT_THROW(pack_rows(TensorType::Q4_0, w.data(), 18, 8, 32, a.data()), loom::Error);
+  EXPECT_THROW(pack_rows(TensorType::Q5_1, w.data(), 24, 8, 32, a.data()), loom::Error);
   EXPECT_THROW(pack_rows(TensorType::Q8_0, w.data(), 34, 7, 32, a.data()), loom::Error);
   EXPECT_THROW(gemm_packed(TensorType::Q4_K, w.data(), 8, a.data(), 292, 1, out.data(), 8, 100), loom::Error);
 }

@@ -31,6 +31,19 @@ void decode(TensorType t, const uint8_t* blk, Canon& c) {
       for (int i = 0; i < 32; ++i) c.u[i] = uint8_t(b.qs[i]) ^ 0x80;
       break;
     }
+    case TensorType::Q4_0: {
+      const auto& b = *reinterpret_cast<const BlockQ4_0*>(blk);
+      c.d = b.d;
+      for (int j = 0; j < 16; ++j) c.u[j] = b.qs[j] & 0x0f, c.u[j + 16] = b.qs[j] >> 4;
+      break;
+    }
+    case TensorType::Q4_1: {
+      const auto& b = *reinterpret_cast<const BlockQ4_1*>(blk);
+      c.d = b.d;
+      c.dmin = b.m;
+      for (int j = 0; j < 16; ++j) c.u[j] = b.qs[j] & 0x0f, c.u[j + 16] = b.qs[j] >> 4;
+      break;
+    }
     case TensorType::Q5_0: {
       const auto& b = *reinterpret_cast<const BlockQ5_0*>(blk);
       uint32_t qh;
@@ -89,6 +102,19 @@ void encode(TensorType t, const Canon& c, uint8_t* blk) {
       auto& b = *reinterpret_cast<BlockQ8_0*>(blk);
       b.d = c.d;
       for (int i = 0; i < 32; ++i) b.qs[i] = int8_t(c.u[i] ^ 0x80);
+      break;
+    }
+    case TensorType::Q4_0: {
+      auto& b = *reinterpret_cast<BlockQ4_0*>(blk);
+      b.d = c.d;
+      for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t((c.u[j] & 0x0f) | ((c.u[j + 16] & 0x0f) << 4));
+      break;
+    }
+    case TensorType::Q4_1: {
+      auto& b = *reinterpret_cast<BlockQ4_1*>(blk);
+      b.d = c.d;
+      b.m = c.dmin;
+      for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t((c.u[j] & 0x0f) | ((c.u[j + 16] & 0x0f) << 4));
       break;
     }
     case TensorType::Q5_0: {
@@ -170,6 +196,13 @@ void group_block(TensorType t, Canon* c, uint8_t* g, bool to_group) {
           else c[r].u[e] = b;
         }
       break;
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+      put16(0, &Canon::d);
+      if (t == TensorType::Q4_1) put16(16, &Canon::dmin);
+      for (int r = 0; r < 8; ++r)
+        for (int e = 0; e < 32; ++e) nib(g + (t == TensorType::Q4_1 ? 32 : 16), r, e, c[r].u[e]);
+      break;
     case TensorType::Q5_0:
       put16(0, &Canon::d);
       for (int r = 0; r < 8; ++r)
@@ -234,6 +267,12 @@ void pack_group_block(TensorType t, const Canon* c, uint8_t* g) {
       for (int r = 0; r < 8; ++r)
         for (int q = 0; q < 8; ++q) std::memcpy(g + 16 + 32 * q + 4 * r, c[r].u + 4 * q, 4);
       break;
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+      put_d(0, &Canon::d);
+      if (t == TensorType::Q4_1) put_d(16, &Canon::dmin);
+      for (int r = 0; r < 8; ++r) nibbles(g + (t == TensorType::Q4_1 ? 32 : 16), r, c[r].u);
+      break;
     case TensorType::Q5_0:
       put_d(0, &Canon::d);
       std::memset(g + 16, 0, 32);
@@ -282,7 +321,8 @@ void check(TensorType wt, int64_t n_rows, int64_t k) {
 }  // namespace
 
 bool has_packed_layout(TensorType wt) {
-  return wt == TensorType::Q8_0 || wt == TensorType::Q5_0 || wt == TensorType::Q4_K || wt == TensorType::Q6_K;
+  return wt == TensorType::Q8_0 || wt == TensorType::Q5_0 || wt == TensorType::Q4_0 || wt == TensorType::Q4_1 ||
+         wt == TensorType::Q4_K || wt == TensorType::Q6_K;
 }
 
 size_t packed_group_bytes(TensorType wt, int64_t k) { return size_t(k / block_elems(wt)) * group_block_bytes(wt); }

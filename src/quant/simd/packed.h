@@ -9,6 +9,8 @@
 //
 // Layouts, per block index b of a row (bytes of one group block = 8 x the stored block):
 //   Q8_0x8 (272 B)   d[8] fp16 | u8[t=0..7][r][4]: q + 128 of weights 4t..4t+3
+//   Q4_0x8 (144 B)   d[8] fp16 | u8[j=0..3][r][4]: low nibble weight 4j+p, high nibble 4j+16+p
+//   Q4_1x8 (160 B)   d[8] | m[8] fp16 | nibbles as Q4_0x8
 //   Q5_0x8 (176 B)   d[8] fp16 | u32 mask[t=0..7]: bit 4r+p = fifth bit of weight 4t+p of row r
 //                    | u8[j=0..3][r][4]: low nibble weight 4j+p, high nibble weight 4j+16+p
 //   Q4_Kx8 (1184 B)  d[8] | dmin[8] fp16 | sc u8[sub=0..7][r] | mins u8[pair=0..3][r][2]
@@ -27,7 +29,7 @@ namespace loom::quant::simd {
 
 constexpr int kPackRows = 8;
 
-// Types with an x8 layout: Q8_0, Q5_0, Q4_K, Q6_K.
+// Types with an x8 layout: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K.
 bool has_packed_layout(gguf::TensorType wt);
 // Bytes of one group of 8 rows of k elements.
 size_t packed_group_bytes(gguf::TensorType wt, int64_t k);
