@@ -191,9 +191,7 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
           vector_weight(2, rc.n_rot / 2, "rope frequency factors");
           rc.freq_factors = s.vec;
         }
-        const float theta_scale = std::pow(rc.base, -2.0f / float(rc.n_rot));
-        float th = 1.0f;
-        for (int64_t i = 0; i < rc.n_rot / 2; ++i, th *= theta_scale) rc.inv_freq.push_back(th);
+        rc.theta_scale = std::pow(rc.base, -2.0f / float(rc.n_rot));
         s.rope = -1;
         for (size_t r = 0; r < ropes_.size(); ++r)
           if (ropes_[r].n_rot == rc.n_rot && ropes_[r].base == rc.base && ropes_[r].freq_scale == rc.freq_scale &&

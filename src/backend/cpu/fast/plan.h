@@ -48,7 +48,7 @@ struct RopeConfig {
   int64_t n_rot = 0;
   float base = 0, freq_scale = 1;
   const float* freq_factors = nullptr;
-  std::vector<float> inv_freq;  // n_rot/2 multipliers of the position, as ggml's rope cache builds them
+  float theta_scale = 1;        // base^(-2/n_rot): theta_i = ((pos * ts) * ts)..., as ggml's rope cache builds it
 };
 
 struct AttentionSpec {

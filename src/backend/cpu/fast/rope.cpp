@@ -1,7 +1,7 @@
 // Rotary embedding for the fast backend. The cos/sin of every (row, frequency) are computed
 // once per step and rope configuration and shared by the q and k rotations of every layer
 // that uses it (a prefill of 512 tokens would otherwise take ~60 sin/cos per row per layer).
-// The inverse frequencies are the reference's repeated fp32 products of base^(-2/n_rot).
+// theta is the reference's (and ggml's) running fp32 product pos * ts * ts ..., ts = base^(-2/n_rot).
 #include <cmath>
 
 #include "backend/cpu/fast/plan.h"
@@ -18,10 +18,9 @@ const float* rope_table(const Step& s, Exec& e) {
   if (cs.size() < size_t(e.rows * rc.n_rot)) cs.resize(e.rows * rc.n_rot);
   parallel_rows(e, e.rows, 8 * half, [&](int64_t b, int64_t en) {
     for (int64_t t = b; t < en; ++t) {
-      const float p = float(e.positions[t]);
+      float theta = float(e.positions[t]);
       float* row = cs.data() + t * rc.n_rot;
-      for (int64_t i = 0; i < half; ++i) {
-        const float theta = p * rc.inv_freq[i];
+      for (int64_t i = 0; i < half; ++i, theta *= rc.theta_scale) {
         const float th = rc.freq_scale * (rc.freq_factors ? theta / rc.freq_factors[i] : theta);
         row[2 * i] = std::cos(th);
         row[2 * i + 1] = std::sin(th);
