@@ -102,8 +102,8 @@ void kernel_rms_norm(KernelArgs& a) {
     for (int64_t i = b; i < e; ++i) {
       const float* xi = x.f.data() + i * g;
       float* o = a.out.f.data() + i * g;
-      double sum = 0.0;  // ggml accumulates the sum of squares in ggml_float (double)
-      for (int64_t c = 0; c < g; ++c) sum += double(xi[c]) * double(xi[c]);
+      double sum = 0.0;  // as ggml: fp32 squares summed in ggml_float (double)
+      for (int64_t c = 0; c < g; ++c) sum += double(xi[c] * xi[c]);
       const float mean = float(sum / double(g));
       const float s = 1.0f / std::sqrt(mean + eps);
       for (int64_t c = 0; c < g; ++c) o[c] = xi[c] * s * w[c];

@@ -35,7 +35,7 @@ void run_rms_norm(const Step& s, Exec& e) {
   parallel_rows(e, e.rows, s.cols, [&](int64_t b, int64_t en) {
     for (int64_t i = b * per_row; i < en * per_row; ++i) {
       const float* xi = x + i * g;
-      const float mean = sum_squares(xi, g) / float(g);
+      const float mean = float(sum_squares(xi, g) / double(g));  // as ggml: fp32 mean of a double sum
       scale_mul_row(xi, 1.0f / std::sqrt(mean + eps), w, out + i * g, g);
     }
   });

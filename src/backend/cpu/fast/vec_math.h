@@ -5,6 +5,9 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <vector>
+
+#include "quant/fp16.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -51,37 +54,62 @@ inline void swiglu_row(const float* g, const float* u, float* o, int64_t n) {
   for (; i < n; ++i) o[i] = silu1(g[i]) * u[i];
 }
 
-// o[i] = gelu_tanh(g[i]) * u[i], tanh(y) = 1 - 2 / (exp(2y) + 1)
+// GELU (tanh form) as ggml-cpu evaluates it (GGML_GELU_FP16): through a table indexed by the
+// fp16 rounding of x that holds fp16 results, 0 for x <= -10 and x for x >= 10. Same values as
+// the reference's gelu_tanh (reference_pointwise.cpp); the table is built on first use.
+inline const float* gelu_f16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(1 << 16);
+    for (uint32_t h = 0; h < (1u << 16); ++h) {
+      const float x = loom::quant::fp16_to_fp32(uint16_t(h));
+      t[h] = loom::quant::fp16_to_fp32(loom::quant::fp32_to_fp16(gelu_tanh1(x)));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+inline float gelu_f16(float x, const float* table) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return table[loom::quant::fp32_to_fp16(x)];
+}
+
+// o[i] = gelu(g[i]) * u[i], gelu as gelu_f16_table
 inline void geglu_row(const float* g, const float* u, float* o, int64_t n) {
+  const float* table = gelu_f16_table();
   int64_t i = 0;
 #if defined(__AVX512F__)
-  const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f), half = _mm512_set1_ps(0.5f);
-  const __m512 c0 = _mm512_set1_ps(0.79788456080286535587989211986876f), c1 = _mm512_set1_ps(0.044715f);
+  const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
   for (; i + 16 <= n; i += 16) {
     const __m512 x = _mm512_loadu_ps(g + i);
-    const __m512 y = _mm512_mul_ps(_mm512_mul_ps(c0, x), _mm512_fmadd_ps(_mm512_mul_ps(c1, x), x, one));
-    const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(exp512(_mm512_add_ps(y, y)), one)));
-    const __m512 gl = _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, t));
+    const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    __m512 gl = _mm512_i32gather_ps(idx, table, 4);
+    gl = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), gl, x);
+    gl = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), gl);
     _mm512_storeu_ps(o + i, _mm512_mul_ps(gl, _mm512_loadu_ps(u + i)));
   }
 #endif
-  for (; i < n; ++i) o[i] = gelu_tanh1(g[i]) * u[i];
+  for (; i < n; ++i) o[i] = gelu_f16(g[i], table) * u[i];
 }
 
-// Sum of squares, accumulated in fp32 lanes (the reference uses double; the difference is
-// far below the tolerance a Q8 activation quantization already costs).
-inline float sum_squares(const float* x, int64_t n) {
+// Sum of squares as ggml's rms_norm takes it: each square in fp32, accumulated in double (a
+// fp32 sum moves the norm by ~1e-6 relative, enough to move activations across the rounding
+// boundaries of the next Q8 activation quantization).
+inline double sum_squares(const float* x, int64_t n) {
   int64_t i = 0;
-  float s = 0.f;
+  double s = 0.0;
 #if defined(__AVX512F__)
-  __m512 acc = _mm512_setzero_ps();
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(x + i);
-    acc = _mm512_fmadd_ps(v, v, acc);
+    const __m512 sq = _mm512_mul_ps(v, v);
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(sq)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sq), 1))));
   }
-  s = hsum512(acc);
+  s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
 #endif
-  for (; i < n; ++i) s += x[i] * x[i];
+  for (; i < n; ++i) s += double(x[i] * x[i]);
   return s;
 }
 
