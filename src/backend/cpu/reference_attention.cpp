@@ -1,7 +1,8 @@
 // Causal grouped-query attention over the KV cache, as llama.cpp's graph computes it:
 //   s_j = q·k_j; s_j = softcap·tanh(s_j/softcap) when softcap > 0; s_j *= scale;
 //   w = softmax(s) over the visible keys; out = Σ w_j v_j.
-// (llama.cpp caps the raw q·k and folds the scale into soft_max_ext, in that order.)
+// (llama.cpp caps the raw q·k and folds the scale into soft_max_ext, in that order.) With an
+// f16 cache, q and the normalized w are rounded to f16 before they meet the f16 keys/values.
 // A query at position q of sequence s sees the keys of s at positions p ≤ q, and with a
 // sliding window W > 0 only those with q - p < W (llama_hparams::is_masked_swa, standard SWA).
 // This step's keys and values are written into the cache first, so a prefill attends to itself.
@@ -29,6 +30,10 @@ void to_f16(const float* src, uint16_t* dst, int64_t n) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
 #endif
   for (; i < n; ++i) dst[i] = loom::quant::fp32_to_fp16(src[i]);
+}
+
+void round_to_f16(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = loom::quant::fp16_to_fp32(loom::quant::fp32_to_fp16(x[i]));
 }
 
 void from_f16(const uint16_t* src, float* dst, int64_t n) {
@@ -81,7 +86,7 @@ void kernel_attention(KernelArgs& a) {
   a.out.f.assign(T * a.out.cols, 0.f);
   const int64_t group = n_head / n_kv;
   a.ctx.pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
-    std::vector<float> keys, vals, w;
+    std::vector<float> keys, vals, w, qr;
     for (int64_t t = b; t < e; ++t) {
       const int32_t s = a.ctx.batch.seq(t), p = pos.i[t];
       const int32_t lo = window > 0 ? std::max<int64_t>(0, int64_t(p) - window + 1) : 0;
@@ -94,7 +99,11 @@ void kernel_attention(KernelArgs& a) {
         load_row(elem, kv.v_row(layer, s, lo + int32_t(j)), vals.data() + j * v.cols, v.cols);
       }
       for (int64_t h = 0; h < n_head; ++h) {
-        const float* qh = q.f.data() + t * q.cols + h * hd;
+        // With an f16 cache, ggml (flash attention off) multiplies the f16 keys and values by
+        // operands rounded to f16: the query for q·k and the normalized weights for Σ w v.
+        qr.assign(q.f.data() + t * q.cols + h * hd, q.f.data() + t * q.cols + (h + 1) * hd);
+        if (elem == KvElem::f16) round_to_f16(qr.data(), hd);
+        const float* qh = qr.data();
         const int64_t g = h / group;
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; ++j) {
@@ -112,7 +121,8 @@ void kernel_attention(KernelArgs& a) {
         const float inv = float(1.0 / sum);
         float* o = a.out.f.data() + t * a.out.cols + h * vd;
         for (int64_t j = 0; j < n; ++j) {
-          const float wj = w[j] * inv;
+          float wj = w[j] * inv;
+          if (elem == KvElem::f16) round_to_f16(&wj, 1);
           const float* vj = vals.data() + j * v.cols + g * vd;
           for (int64_t c = 0; c < vd; ++c) o[c] += wj * vj[c];
         }

@@ -93,6 +93,20 @@ inline double exp_shifted(float* w, int64_t n, float mx) {
   return sum;
 }
 
+// With an f16 cache, llama.cpp's attention (flash attention off) multiplies the f16 keys and
+// values by f32 operands converted to f16 first (ggml's vec_dot_type for F16): the query before
+// q·k, and the normalized softmax weights before Σ w v. Loom rounds the same operands the same
+// way, so scores and outputs agree with llama.cpp's to fp32 rounding rather than to f16
+// rounding (~5e-4 relative), which the next activation quantization would otherwise amplify.
+inline void round_f16(float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(x + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+#endif
+  for (; i < n; ++i) x[i] = loom::quant::fp16_to_fp32(loom::quant::fp32_to_fp16(x[i]));
+}
+
 // Walks the rows of one layer and sequence position by position, asking the cache for a row
 // pointer only at the start of each storage block.
 struct RowWalker {
@@ -157,6 +171,7 @@ void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, i
   for (int64_t h = g * group; h < (g + 1) * group; ++h) {
     for (int64_t d = 0; d < hd; ++d)
       for (int64_t r = 0; r < kBlockRows; ++r) qt[d * kBlockRows + r] = r < rows ? q[(t0 + r) * qw + h * hd + d] : 0.f;
+    if (elem == KvElem::f16) round_f16(qt, hd * kBlockRows);
     // Scores, 8 keys at a time for independent FMA chains.
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
@@ -199,12 +214,16 @@ void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, i
       _mm512_storeu_ps(sc + j * kBlockRows, w);
       sum = _mm512_add_ps(sum, w);
     }
-    alignas(64) float sums[kBlockRows];
-    _mm512_store_ps(sums, sum);
+    // Normalized weights (rounded to f16 with an f16 cache, see round_f16).
+    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
+    for (j = 0; j < n; ++j) {
+      __m512 w = _mm512_mul_ps(_mm512_loadu_ps(sc + j * kBlockRows), inv);
+      if (elem == KvElem::f16) w = _mm512_cvtph_ps(_mm512_cvtps_ph(w, _MM_FROUND_TO_NEAREST_INT));
+      _mm512_storeu_ps(sc + j * kBlockRows, w);
+    }
     // Weighted values per row, 64 output columns in registers at a time.
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t j0 = lo[r] - kmin, j1 = hi[r] - kmin + 1;
-      const float inv = 1.0f / sums[r];
       for (int64_t c = 0; c < vd; c += 64) {
         const int64_t nc = std::min<int64_t>(4, (vd - c) / 16);
         __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -216,7 +235,7 @@ void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, i
         }
         float* o = out + (t0 + r) * ow + h * vd + c;
         for (int u = 0; u < 4; ++u)
-          if (u < nc) _mm512_storeu_ps(o + 16 * u, _mm512_mul_ps(acc[u], _mm512_set1_ps(inv)));
+          if (u < nc) _mm512_storeu_ps(o + 16 * u, acc[u]);
       }
     }
   }
@@ -279,14 +298,18 @@ void run_attention(const Step& s, Exec& e) {
     const int32_t sq = e.batch.seq(t), p = e.positions[t];
     const int32_t lo = a.window > 0 ? int32_t(std::max<int64_t>(0, int64_t(p) - a.window + 1)) : 0;
     const int64_t n = p - lo + 1;
-    float* sc = e.scratch_for(thread, size_t(per_task * (n + a.value_dim) + a.head_dim + a.value_dim));
+    const int64_t hd = a.head_dim;
+    float* sc = e.scratch_for(thread, size_t(per_task * (n + a.value_dim + hd) + hd + a.value_dim));
     float* acc = sc + per_task * n;
-    float* row = acc + per_task * a.value_dim;
+    float* qh = acc + per_task * a.value_dim;  // the task's query heads (rounded as in round_f16)
+    float* row = qh + per_task * hd;
+    std::memcpy(qh, q + t * qw + h0 * hd, size_t(per_task * hd) * sizeof(float));
+    if (elem == KvElem::f16) round_f16(qh, per_task * hd);
     RowWalker keys{kv, a.layer, sq, block, size_t(kw) * esz, false};
     for (int64_t j = 0; j < n; ++j) {
       const uint8_t* kr = keys.at(lo + int32_t(j), j == 0) + size_t(g * a.head_dim) * esz;
       load_f32(elem, kr, row, a.head_dim);
-      for (int64_t h = 0; h < per_task; ++h) sc[h * n + j] = dot(q + t * qw + (h0 + h) * a.head_dim, row, a.head_dim);
+      for (int64_t h = 0; h < per_task; ++h) sc[h * n + j] = dot(qh + h * hd, row, hd);
     }
     for (int64_t h = 0; h < per_task; ++h) {
       float* w = sc + h * n;
@@ -299,6 +322,7 @@ void run_attention(const Step& s, Exec& e) {
       }
       const float inv = float(1.0 / exp_shifted(w, n, mx));
       for (int64_t j = 0; j < n; ++j) w[j] *= inv;
+      if (elem == KvElem::f16) round_f16(w, n);
     }
     std::memset(acc, 0, size_t(per_task * a.value_dim) * sizeof(float));
     RowWalker vals{kv, a.layer, sq, block, size_t(vw) * esz, true};
