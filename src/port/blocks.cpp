@@ -39,7 +39,12 @@ Operand attend(Layer& b, const QKV& x, const AttentionWeights& w, const RopeSpec
   if (w.k_norm) k = p.rms_norm(b("k_norm"), k, *w.k_norm, p.hp().eps);
   q = p.rope(b("q_rope"), q, rope);
   k = p.rope(b("k_rope"), k, rope);
-  const Operand a = p.attention(b("attn"), q, k, x.v, attn);
+  AttentionSpec spec = attn;
+  if (attn.q_prescale > 0) {
+    q = p.scale(b("q_scaled"), q, attn.q_prescale);
+    spec.scale = 1.0;
+  }
+  const Operand a = p.attention(b("attn"), q, k, x.v, spec);
   return linear(p, b("attn_out"), a, w.wo, w.bo);
 }
 

@@ -7,7 +7,8 @@
 // five of every six layers are local (layers 5, 11, 17, ... are global): local layers attend
 // within attention.sliding_window and rotate with base 10000, unscaled; global layers use
 // rope.freq_base and the file's rope scaling. Queries are scaled by 1/sqrt(head_dim)
-// (query_pre_attn_scalar), except on the 27B (62 layers), which uses 1/sqrt(n_embd / n_head).
+// (query_pre_attn_scalar), except on the 27B (62 layers), which uses 1/sqrt(n_embd / n_head),
+// by a scale op after the rotary embedding (the attention's own scale is 1), as llama.cpp does.
 #include <cmath>
 
 #include "port/blocks.h"
@@ -42,7 +43,7 @@ ir::Module port_gemma3(const gguf::File& f) {
     w.q_norm = b.w("attn_q_norm");
     w.k_norm = b.w("attn_k_norm");
     AttentionSpec attn = attention_spec(hp, l);
-    attn.scale = q_scale;
+    attn.q_prescale = q_scale;  // llama.cpp: Qcur = ggml_scale(Qcur, f_attention_scale), kq_scale 1
     attn.window = is_local ? window : 0;
     const Operand a = attend(b, project_qkv(b, h, w), w, is_local ? local : global, attn);
     const Operand r = p.add(b("res"), x, p.rms_norm(b("attn_post"), a, b.w("post_attention_norm"), hp.eps));

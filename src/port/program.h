@@ -51,6 +51,10 @@ struct AttentionSpec {
   double scale = 1.0;
   int64_t window = 0;   // sliding window, 0 = full causal
   double softcap = 0;   // attention logit soft-capping, 0 = none
+  // > 0: the queries are multiplied by this (a scale op after the rotary embedding) and the
+  // attention itself has scale 1, as llama.cpp builds some families (gemma3). Not the same
+  // as scale = q_prescale once q is rounded to f16 for q·k, unless it is a power of two.
+  double q_prescale = 0;
 };
 
 class Program {

@@ -196,7 +196,11 @@ TEST(PortReal, Gemma3) {
   for (size_t l = 0; l < att.size(); ++l) {
     const bool global = l % 6 == 5;
     EXPECT_EQ(ir::attr_int(att[l]->attrs, "window", 0), global ? 0 : 512) << "layer " << l;
-    EXPECT_DOUBLE_EQ(ir::attr_float(att[l]->attrs, "scale"), 1.0 / 16);  // 1/sqrt(256)
+    // Queries scaled by 1/sqrt(256) after the rope, attention scale 1 (as llama.cpp builds it).
+    EXPECT_DOUBLE_EQ(ir::attr_float(att[l]->attrs, "scale"), 1.0);
+    const ir::Op* qs = op_result(m, "b" + std::to_string(l) + ".q_scaled");
+    ASSERT_TRUE(qs);
+    EXPECT_DOUBLE_EQ(ir::attr_float(qs->attrs, "factor"), 1.0 / 16);
     const ir::Op* q = op_result(m, "b" + std::to_string(l) + ".q_rope");
     ASSERT_TRUE(q);
     EXPECT_EQ(ir::attr_float(q->attrs, "base"), global ? 1e6 : 1e4) << "layer " << l;
