@@ -4,7 +4,10 @@
 // logits are not wanted are dropped there (a decode step computes the vocabulary projection
 // for one row, not for the whole prompt).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <map>
 
 #include "backend/cpu/reference.h"
@@ -37,7 +40,9 @@ class ReferencePlan final : public Plan {
 
  private:
   const float* dense_of(const gguf::TensorInfo* t);
+  void dump(const ir::Op& op, const Tensor& out) const;
   ThreadPool pool_;
+  const char* dump_dir_ = std::getenv("LOOM_DUMP_DIR");  // debugging: every value, as raw f32
   std::vector<CompiledOp> ops_;
   std::vector<KvLayerShape> layers_;
   std::map<const gguf::TensorInfo*, std::vector<float>> dense_;  // small weights as f32
@@ -46,6 +51,17 @@ class ReferencePlan final : public Plan {
   bool has_mixing_ = false;
   int64_t vocab_ = 0;
 };
+
+// LOOM_DUMP_DIR=dir writes each op's result as dir/<name>.f32 (rows x cols, row-major, the last
+// step's values overwrite the earlier ones) for comparing a run with another engine's tensors.
+void ReferencePlan::dump(const ir::Op& op, const Tensor& out) const {
+  if (out.f.empty()) return;
+  const std::string path = std::string(dump_dir_) + "/" + op.result + ".f32";
+  if (FILE* f = std::fopen(path.c_str(), "wb")) {
+    std::fwrite(out.f.data(), sizeof(float), out.f.size(), f);
+    std::fclose(f);
+  }
+}
 
 // 1-D weights (norms, biases, rope frequency factors) are dequantized once at compile time.
 const float* ReferencePlan::dense_of(const gguf::TensorInfo* t) {
@@ -154,6 +170,7 @@ void ReferencePlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) 
     c.kernel(args);
     if (out.f.size() != size_t(out.rows * out.cols) && out.i.empty())
       loom::fail("%{}: kernel produced {} values for {}x{}", c.op->result, out.f.size(), out.rows, out.cols);
+    if (dump_dir_) dump(*c.op, out);
     for (int s : c.free_after) values[s] = Tensor{};
     if (has_mixing_ && oi == last_mixing_) drop_rows();
   }

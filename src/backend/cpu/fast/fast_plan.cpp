@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "backend/cpu/fast/fast_backend.h"
 #include "backend/cpu/fast/fast_plan.h"
@@ -43,6 +44,18 @@ Profile& profile() {
 }
 
 }  // namespace
+
+// LOOM_DUMP_DIR=dir: every non-matmul step's result as dir/<name>.f32 (rows x cols, row-major),
+// as the reference backend writes them, for comparing tensors with another engine's.
+void FastPlan::dump(const Step& s, const Exec& e) const {
+  const std::string path = std::string(dump_dir_) + "/" + s.op->result + ".f32";
+  if (FILE* f = std::fopen(path.c_str(), "wb")) {
+    const uint8_t* base = reinterpret_cast<const uint8_t*>(e.value(s.out));
+    for (int64_t r = 0; r < e.rows; ++r)
+      std::fwrite(base + r * slots_[s.out].row_bytes, sizeof(float), size_t(s.cols), f);
+    std::fclose(f);
+  }
+}
 
 void FastPlan::drop_rows(Exec& e) {
   const int64_t kept = int64_t(keep_.size());
@@ -113,6 +126,7 @@ void FastPlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
       prof.seconds[int(s.kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       prof.calls[int(s.kind)]++;
     }
+    if (dump_dir_ && s.kind != StepKind::matmul && s.op) dump(s, e);
     if (has_mixing_ && i == drop_after_) drop_rows(e);
   }
   if (prof.on && ++prof.runs == 64) prof.report();

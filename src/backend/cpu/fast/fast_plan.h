@@ -21,6 +21,8 @@ class FastPlan final : public Plan {
   const float* dense_of(const gguf::TensorInfo* t);
   void allocate_slots(int n_values, const std::vector<int>& last_use, const std::vector<int>& quant_last_use);
   void drop_rows(Exec& e);
+  void dump(const Step& s, const Exec& e) const;
+  const char* dump_dir_ = std::getenv("LOOM_DUMP_DIR");  // debugging: see fast_plan.cpp
 
   SpinPool pool_;
   std::vector<Step> steps_;
