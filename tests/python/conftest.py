@@ -11,6 +11,32 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+def _plain_ggml_kernels():
+    """Every llama_cpp.Llama the tests open uses ggml's plain CPU kernels, without the extra
+    weight buffer types (CPU_REPACK, AMX). The AMX matmul of llama-cpp-python 0.3.36 crashes
+    (SIGSEGV in ggml_backend_amx_mul_mat) on the AMX-capable Xeon this was developed on, and
+    the repacked kernels change llama.cpp's accumulation order by CPU: without them the oracle
+    computes the same way on every x86-64 machine this suite runs on, AMD or Intel."""
+    try:
+        import llama_cpp.llama_cpp as lib
+    except ImportError:
+        return
+    default = lib.llama_model_default_params
+    if getattr(default, "_loom_plain", False):
+        return
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    params._loom_plain = True
+    lib.llama_model_default_params = params
+
+
+_plain_ggml_kernels()
+
+
 def _env_path(name, default):
     return pathlib.Path(os.environ.get(name, default))
 
