@@ -12,8 +12,8 @@ because on some files that self-disagreement is already past the issue's figure 
 activation roundings flip on 1-ulp accumulation-order differences). The gate for those two is
 the issue's figure or llama.cpp's own spread, whichever is looser: for max |Δlogit|/std the
 spread itself; for top-1 agreement pooled over all scored positions, llama.cpp's own pooled
-agreement less two binomial standard errors (Loom is then not measurably worse than llama.cpp
-is against itself). The test still fails on any real error (a wrong rope, mask or scale costs
+agreement less two standard errors of the difference of two such rates, sqrt(2 p (1 - p) / N)
+(Loom is then not measurably worse than llama.cpp is against itself). The test still fails on any real error (a wrong rope, mask or scale costs
 far more than either), and every figure -- issue threshold met or not -- is printed and
 written out.
 
@@ -122,7 +122,7 @@ def gate(name, loom, peer, positions):
     else:
         assert loom["rel_max_dlogit"] <= max(MAX_SYNTH_REL_DLOGIT, peer["rel_max_dlogit"]), (loom, peer)
     p = peer["top1_pooled"]
-    floor = min(MIN_TOP1, p - 2 * np.sqrt(max(p * (1 - p), 1 / positions) / positions))
+    floor = min(MIN_TOP1, p - 2 * np.sqrt(2 * max(p * (1 - p), 1 / positions) / positions))
     record(name, "top1_pooled_floor", floor)
     assert loom["top1_pooled"] >= floor, (loom, peer)
 
