@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/ceiling.h"
 #include "bench/machine.h"
 #include "bench/measure.h"
 #include "bench/peer.h"
@@ -27,8 +28,27 @@ struct BenchArgs {
   std::string model, gguf, vs, backend = "cpu";
   std::vector<int> pp{512}, tg{128};
   int depth = 0, reps = 5, threads = 0, warmup = 1, n_batch = 512;
-  bool as_json = false, quiet = false;
+  bool as_json = false, quiet = false, ceiling = false;
 };
+
+// --ceiling: the machine's limits for this file (see bench/ceiling.h), measured after the runs.
+struct Ceiling {
+  bench::Work work;
+  double bandwidth_gbs = 0, int8_gops = 0;
+  double tg_tps() const { return work.decode_bytes > 0 ? bandwidth_gbs * 1e9 / work.decode_bytes : 0; }
+  double pp_tps() const { return work.ops > 0 ? int8_gops * 1e9 / work.ops : 0; }
+};
+
+Ceiling measure_ceiling(const loom::runtime::LoadedModel& model, int threads) {
+  Ceiling c;
+  c.work = bench::work_per_token(model.module, *model.file);
+  // Over a buffer the size of one token's weights: a file that fits the last-level cache is
+  // read from it, not from DRAM, and so is this buffer.
+  const size_t bytes = std::max<size_t>(size_t(64) << 20, size_t(c.work.decode_bytes));
+  c.bandwidth_gbs = bench::measure_read_bandwidth(bytes, threads, 5);
+  c.int8_gops = bench::measure_int8_peak_gops(threads);
+  return c;
+}
 
 struct Test {
   std::string kind;  // "pp" | "tg"
@@ -101,6 +121,11 @@ void run_bench(const BenchArgs& a) {
       }
     }
   }
+  std::optional<Ceiling> ceil;
+  if (a.ceiling) {
+    progress(a, "measuring the machine's read bandwidth and int8 peak …");
+    ceil = measure_ceiling(model, threads);
+  }
   progress(a, "");
   if (!a.quiet) std::fprintf(stderr, "\r\033[K");
 
@@ -117,6 +142,10 @@ void run_bench(const BenchArgs& a) {
               {"repetitions", a.reps},
               {"peak_rss_mib", rss_mib}};
   if (peer) out["peer"] = peer->describe();
+  if (ceil)
+    out["ceiling"] = {{"decode_bytes_per_token", ceil->work.decode_bytes}, {"ops_per_token", ceil->work.ops},
+                      {"read_bandwidth_gbs", ceil->bandwidth_gbs}, {"int8_peak_gops", ceil->int8_gops},
+                      {"tg_tps", ceil->tg_tps()}, {"pp_tps", ceil->pp_tps()}};
   for (const auto& t : tests) {
     json j = {{"test", t.kind + std::to_string(t.n)}, {"loom_tps", summary_json(bench::summarize(t.loom_tps))}};
     if (t.kind == "pp") j["ttft_ms"] = summary_json(bench::summarize(t.loom_sec), 1e3);
@@ -157,6 +186,24 @@ void run_bench(const BenchArgs& a) {
   }
   std::printf("\npeak RSS %.1f MiB; %d repetitions after %d warm-up, depth %d; t/s as median ± stddev\n", rss_mib,
               a.reps, a.warmup, a.depth);
+  if (!ceil) return;
+  auto share = [&](const char* kind, double limit, bool of_peer) {
+    std::string r;
+    for (const auto& t : tests) {
+      const auto& v = of_peer ? t.peer_tps : t.loom_tps;
+      if (t.kind == kind && !v.empty() && limit > 0)
+        r += fmt::format(" {}{} {:.0f}%", t.kind, t.n, 100 * bench::quantile(v, 0.5) / limit);
+    }
+    return r.empty() ? std::string(" -") : r;
+  };
+  std::printf("ceiling tg: %.1f MiB of weights per token / %.1f GB/s read (%d threads, buffer of that size) = %.1f t/s;"
+              " loom%s%s\n",
+              ceil->work.decode_bytes / (1 << 20), ceil->bandwidth_gbs, threads, ceil->tg_tps(),
+              share("tg", ceil->tg_tps(), false).c_str(),
+              peer ? (", llama.cpp" + share("tg", ceil->tg_tps(), true)).c_str() : "");
+  std::printf("ceiling pp: %.2f GOP per token / %.0f GOPS int8 peak (%d threads) = %.0f t/s; loom%s%s\n",
+              ceil->work.ops / 1e9, ceil->int8_gops, threads, ceil->pp_tps(), share("pp", ceil->pp_tps(), false).c_str(),
+              peer ? (", llama.cpp" + share("pp", ceil->pp_tps(), true)).c_str() : "");
 }
 
 std::vector<int> parse_list(const std::string& s, const char* flag) {
@@ -191,6 +238,7 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   c->add_option("-b,--batch", a->n_batch, "most tokens per prefill step")->capture_default_str();
   c->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (reference)")->capture_default_str();
   c->add_option("--vs", a->vs, "peer on the same file: llama.cpp (llama-cpp-python) or a path to llama-bench");
+  c->add_flag("--ceiling", a->ceiling, "also measure read bandwidth and int8 peak: the tg and pp ceilings for this file");
   c->add_flag("--json", a->as_json, "machine-readable output");
   c->add_flag("-q,--quiet", a->quiet, "no progress line");
   c->callback([a, pp, tg] {

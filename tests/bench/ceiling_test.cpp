@@ -1,0 +1,46 @@
+// bench::work_per_token against the tensor table of a synthetic file, counted independently:
+// every projection weight read whole per token, the embedding table one row, tied output
+// (tiny-llama reads token_embd again as the output projection) whole.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "bench/ceiling.h"
+#include "port/port.h"
+#include "synth/model.h"
+
+namespace fs = std::filesystem;
+
+TEST(Ceiling, WorkPerTokenCountsEveryMatmulWeightOnceAndOneEmbeddingRow) {
+  for (const char* shape : {"tiny-llama", "tiny-llama-untied"}) {
+    const fs::path p = fs::temp_directory_path() / (std::string("loom_ceiling_") + shape + ".gguf");
+    loom::synth::SynthOptions opt;
+    opt.type = gguf::TensorType::F32;
+    loom::synth::write_model(loom::synth::find_shape(shape), opt, p.string());
+    const gguf::File f = gguf::File::open(p.string());
+    const bench::Work w = bench::work_per_token(port::port(f), f);
+    double bytes = 0, ops = 0;
+    const bool tied = f.find_tensor("output.weight") == nullptr;
+    for (const auto& t : f.tensors()) {
+      if (t.dims.size() < 2) continue;  // norms are not matmul operands
+      const bool embd = t.name == "token_embd.weight";
+      if (!embd || tied) {
+        bytes += double(t.nbytes);
+        ops += 2.0 * double(t.elements());
+      }
+      if (embd) bytes += double(t.nbytes) / double(t.rows());
+    }
+    EXPECT_DOUBLE_EQ(w.decode_bytes, bytes) << shape;
+    EXPECT_DOUBLE_EQ(w.ops, ops) << shape;
+    fs::remove(p);
+  }
+}
+
+TEST(Ceiling, Int8PeakIsMeasuredWhereTheBuildHasSimd) {
+#if defined(__AVX2__)
+  const double one = bench::measure_int8_peak_gops(1, 1);
+  EXPECT_GT(one, 1.0);  // any AVX2 core does well over 1 GOPS of int8 multiply-adds
+#else
+  EXPECT_EQ(bench::measure_int8_peak_gops(1, 1), 0.0);
+#endif
+}
