@@ -13,8 +13,12 @@ namespace bench {
 
 Work work_per_token(const ir::Module& m, const gguf::File& f) {
   Work w;
-  for (const ir::Func& fn : m.funcs)
-    for (const ir::Op& op : fn.body) {
+  for (const ir::Func& fn : m.funcs) {
+    size_t last_attention = 0;
+    for (size_t i = 0; i < fn.body.size(); ++i)
+      if (fn.body[i].opcode == "attention") last_attention = i;
+    for (size_t i = 0; i < fn.body.size(); ++i) {
+      const ir::Op& op = fn.body[i];
       if (op.opcode != "matmul" && op.opcode != "embed") continue;
       for (const ir::Operand& o : op.operands) {
         if (o.kind != ir::Operand::Kind::weight) continue;
@@ -25,10 +29,11 @@ Work work_per_token(const ir::Module& m, const gguf::File& f) {
           w.decode_bytes += double(t->nbytes) / double(std::max<uint64_t>(1, t->rows()));
         } else {
           w.decode_bytes += double(t->nbytes);
-          w.ops += 2.0 * double(t->elements());
+          if (i < last_attention) w.ops += 2.0 * double(t->elements());
         }
       }
     }
+  }
   return w;
 }
 

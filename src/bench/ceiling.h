@@ -1,8 +1,10 @@
 // Ceilings for a benchmark row: what the machine allows a model program at most.
 //   decode: every matmul weight is read once per generated token (an embedding table
 //           contributes the one row looked up), so tg <= read bandwidth / bytes per token;
-//   prefill: 2 multiply-adds' worth of int8 operations per weight element per token, so
-//           pp <= int8 peak / operations per token.
+//   prefill: 2 int8 operations (one multiply-add) per weight element per prompt token, so
+//           pp <= int8 peak / operations per token. Only the matmuls up to the last attention
+//           count: after it a prefill keeps the rows whose logits are wanted (one, in pp), so
+//           the last layer's FFN and the output projection run once per prompt, not per token.
 // Attention over the KV cache is left out of both: at the lengths benchmarked here it is a
 // few percent of the weight traffic and arithmetic.
 #pragma once
@@ -15,7 +17,7 @@ namespace bench {
 
 struct Work {
   double decode_bytes = 0;  // weight bytes read per generated token
-  double ops = 0;           // 2 x multiply-adds per token in matmuls
+  double ops = 0;           // 2 x multiply-adds per prompt token in matmuls (see above)
 };
 
 // Sums over every matmul and embed op of `m` (all functions), weights resolved in `f`.
