@@ -10,6 +10,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace bench {
 
 double measure_read_bandwidth(size_t bytes, int threads, int reps) {
@@ -27,6 +31,18 @@ double measure_read_bandwidth(size_t bytes, int threads, int reps) {
         size_t lo = n * size_t(t) / size_t(threads), hi = n * size_t(t + 1) / size_t(threads);
         uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         size_t i = lo;
+#if defined(__AVX512F__)
+        // Four independent 64-byte loads per step (the scalar loop below does not always
+        // vectorize to full width; on this kind of machine it reads a few % slower).
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+        for (; i + 32 <= hi; i += 32) {
+          a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(buf.get() + i));
+          a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(buf.get() + i + 8));
+          a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(buf.get() + i + 16));
+          a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(buf.get() + i + 24));
+        }
+        s0 = _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+#endif
         for (; i + 4 <= hi; i += 4) { s0 += buf[i]; s1 += buf[i + 1]; s2 += buf[i + 2]; s3 += buf[i + 3]; }
         for (; i < hi; ++i) s0 += buf[i];
         sums[size_t(t) * 8] = s0 + s1 + s2 + s3;  // one cache line per thread
