@@ -1,6 +1,6 @@
 // The reference CPU backend: a straightforward, multi-threaded interpreter of the verified
 // program — op by op through a kernel table, fp32 activations, weights read from the mapping
-// and dequantized with quant's scalar reference. Clarity over speed; it is the yardstick the
+// in their stored type and used through quant's scalar reference (vec_dot, dequantize). Clarity over speed; it is the yardstick the
 // fast backends are compared with.
 #pragma once
 #include <memory>

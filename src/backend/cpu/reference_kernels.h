@@ -1,7 +1,7 @@
 // The reference CPU executor's kernels: one function per ir op, looked up by opcode in a
 // table (reference_kernels.cpp). Activations are fp32, row-major [rows x cols]; weights are
-// read from the GGUF mapping in their stored type and dequantized with quant's reference
-// routines. Semantics follow ir/ops.h, with the details (rounding order, constants) as
+// read from the GGUF mapping in their stored type and used through quant's reference routines
+// (matmul: activations quantized to the dot type, then vec_dot). Semantics follow ir/ops.h, with the details (rounding order, constants) as
 // ggml's CPU backend computes them so results can be checked against llama.cpp.
 #pragma once
 #include <cstdint>
