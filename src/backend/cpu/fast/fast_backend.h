@@ -1,8 +1,9 @@
-// The fast CPU backend ("cpu"): the reference backend's semantics (reference.h) with
-// activations quantized to the weights' dot-product format (as llama.cpp does), AVX-512 /
-// AVX2 GEMM kernels from quant/simd, preallocated activation buffers, a spinning thread pool
-// and vectorized attention over the f16 KV cache. Results agree with the reference backend
-// within the error of the Q8 activation quantization.
+// The fast CPU backend ("cpu"): the reference backend's semantics (reference.h; activations
+// quantized to the weights' dot-product format, as llama.cpp does) with AVX-512 / AVX2 GEMM
+// and GEMV kernels from quant/simd over weights repacked at load, matmuls that share an input
+// sharing one activation quantization, preallocated activation buffers, a spinning thread pool
+// and vectorized attention over the f16 KV cache. Results agree with the reference backend up
+// to float summation order (and what that moves across a Q8 rounding boundary).
 #pragma once
 #include <memory>
 
