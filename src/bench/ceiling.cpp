@@ -55,7 +55,9 @@ int32_t spin() {
     }
   __m512i s = acc[0];
   for (int c = 1; c < kChains; ++c) s = _mm512_add_epi32(s, acc[c]);
-  return _mm512_reduce_add_epi32(s);
+  alignas(64) int32_t out[16];
+  _mm512_store_si512(out, s);
+  return out[0];
 }
 #elif defined(__AVX2__)
 constexpr double kMacsPerInstr = 32;  // vpmaddubsw + vpmaddwd + vpaddd per 32 byte pairs
