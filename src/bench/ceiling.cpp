@@ -14,7 +14,7 @@ namespace bench {
 Work work_per_token(const ir::Module& m, const gguf::File& f) {
   Work w;
   for (const ir::Func& fn : m.funcs) {
-    size_t last_attention = 0;
+    size_t last_attention = fn.body.size();  // none: every row goes through every matmul
     for (size_t i = 0; i < fn.body.size(); ++i)
       if (fn.body[i].opcode == "attention") last_attention = i;
     for (size_t i = 0; i < fn.body.size(); ++i) {

@@ -1,4 +1,5 @@
-"""Loom (its default CPU backend) against llama.cpp (llama-cpp-python) on the same GGUF file.
+"""Loom's CPU backends (the fast default and the reference) against llama.cpp
+(llama-cpp-python) on the same GGUF file.
 
 Teacher-forced on llama.cpp's own token ids (so tokenizer differences cannot confound):
 per-position top-1 agreement, mean KL(llama.cpp || Loom), max |Δlogit|; and perplexity
@@ -13,15 +14,14 @@ activation roundings flip on 1-ulp accumulation-order differences). The gate for
 the issue's figure or llama.cpp's own spread, whichever is looser: for max |Δlogit|/std the
 spread itself; for top-1 agreement pooled over all scored positions, llama.cpp's own pooled
 agreement less two standard errors of the difference of two such rates, sqrt(2 p (1 - p) / N)
-(Loom is then not measurably worse than llama.cpp is against itself). The test still fails on any real error (a wrong rope, mask or scale costs
-far more than either), and every figure -- issue threshold met or not -- is printed and
-written out.
+(Loom is then not measurably worse than llama.cpp is against itself). The test still fails on
+any real error (a wrong rope, mask or scale costs far more than either), and every figure --
+issue threshold met or not -- is printed and written out.
 
 Run with `pytest -s` to see every figure; all of them also go to $LOOM_BUILD/correctness.json.
 """
 import json
 import pathlib
-import subprocess
 import time
 
 import numpy as np
