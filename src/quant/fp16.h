@@ -55,6 +55,10 @@ inline uint16_t fp32_to_fp16(float f) {
   return sign | uint16_t(h);
 }
 
+// x rounded to the nearest f16 value (ties to even), back in f32: what an f32 operand becomes
+// where ggml converts it for an f16 dot product.
+inline float round_to_fp16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
 inline float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
 
 inline uint16_t fp32_to_bf16(float f) {

@@ -32,10 +32,6 @@ void to_f16(const float* src, uint16_t* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = loom::quant::fp32_to_fp16(src[i]);
 }
 
-void round_to_f16(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = loom::quant::fp16_to_fp32(loom::quant::fp32_to_fp16(x[i]));
-}
-
 void from_f16(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__)
@@ -102,7 +98,8 @@ void kernel_attention(KernelArgs& a) {
         // With an f16 cache, ggml (flash attention off) multiplies the f16 keys and values by
         // operands rounded to f16: the query for q·k and the normalized weights for Σ w v.
         qr.assign(q.f.data() + t * q.cols + h * hd, q.f.data() + t * q.cols + (h + 1) * hd);
-        if (elem == KvElem::f16) round_to_f16(qr.data(), hd);
+        if (elem == KvElem::f16)
+          for (float& x : qr) x = loom::quant::round_to_fp16(x);
         const float* qh = qr.data();
         const int64_t g = h / group;
         float mx = -INFINITY;
@@ -121,8 +118,7 @@ void kernel_attention(KernelArgs& a) {
         const float inv = float(1.0 / sum);
         float* o = a.out.f.data() + t * a.out.cols + h * vd;
         for (int64_t j = 0; j < n; ++j) {
-          float wj = w[j] * inv;
-          if (elem == KvElem::f16) round_to_f16(&wj, 1);
+          const float wj = elem == KvElem::f16 ? loom::quant::round_to_fp16(w[j] * inv) : w[j] * inv;
           const float* vj = vals.data() + j * v.cols + g * vd;
           for (int64_t c = 0; c < vd; ++c) o[c] += wj * vj[c];
         }

@@ -68,8 +68,8 @@ inline float gelu_tanh_exact(float x) {
 inline float gelu_tanh(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
-  using loom::quant::fp16_to_fp32, loom::quant::fp32_to_fp16;
-  return fp16_to_fp32(fp32_to_fp16(gelu_tanh_exact(fp16_to_fp32(fp32_to_fp16(x)))));
+  using loom::quant::round_to_fp16;
+  return round_to_fp16(gelu_tanh_exact(round_to_fp16(x)));
 }
 
 }  // namespace

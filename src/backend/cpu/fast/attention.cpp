@@ -104,7 +104,7 @@ inline void round_f16(float* x, int64_t n) {
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(x + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
 #endif
-  for (; i < n; ++i) x[i] = loom::quant::fp16_to_fp32(loom::quant::fp32_to_fp16(x[i]));
+  for (; i < n; ++i) x[i] = loom::quant::round_to_fp16(x[i]);
 }
 
 // Walks the rows of one layer and sequence position by position, asking the cache for a row

@@ -62,7 +62,7 @@ inline const float* gelu_f16_table() {
     std::vector<float> t(1 << 16);
     for (uint32_t h = 0; h < (1u << 16); ++h) {
       const float x = loom::quant::fp16_to_fp32(uint16_t(h));
-      t[h] = loom::quant::fp16_to_fp32(loom::quant::fp32_to_fp16(gelu_tanh1(x)));
+      t[h] = loom::quant::round_to_fp16(gelu_tanh1(x));
     }
     return t;
   }();
