@@ -221,11 +221,12 @@ def test_quantize_bit_identical(tool, tmp_path, name):
 # The llama-cpp-python build of libggml-cpu contracts a*b+c into fused multiply-adds inside
 # some generic dots (e.g. `sumf -= dmin*sumi`); which ones depends on the compiler and the
 # -march it was built for (on the AVX-512 Xeon this was written on, the block updates of the
-# q4_0, q8_0, q3_K and q6_K dots are fused too; oracle_fuses_q4_0 detects it). Loom's references evaluate ggml's expressions as written
-# (-ffp-contract=off). Where the shipped binary has no such fusion the results must be
-# bit-identical; elsewhere they must agree to 1e-6 of sum|w_i*a_i| (a few float roundings per
-# block). ggml's shipped q5_0 *generic* disagrees with ggml's own dequantization (asserted in
-# test_ggml_q5_0_generic_is_inconsistent), so q5_0 is checked against its SIMD dot instead.
+# q4_0, q8_0, q3_K and q6_K dots are fused too; oracle_fuses_q4_0 detects it from q4_0). Loom's
+# references evaluate ggml's expressions as written (-ffp-contract=off). Where the shipped binary
+# has no such fusion the results must be bit-identical; elsewhere they must agree to 1e-6 of
+# sum|w_i*a_i| (a few float roundings per block). ggml's shipped q5_0 *generic* disagrees with
+# ggml's own dequantization (asserted in test_ggml_q5_0_generic_is_inconsistent), so q5_0 is
+# checked against its SIMD dot instead.
 EXACT_DOTS = {"q4_0", "q8_0", "q3_K", "q6_K"}
 DOT_ORACLE = dict({k: v[1] for k, v in DOTS.items()}, q5_0="ggml_vec_dot_q5_0_q8_0")
 
