@@ -35,6 +35,13 @@ void dequantize_q5_K(const BlockQ5_K* x, float* y, int64_t k);
 void dequantize_q6_K(const BlockQ6_K* x, float* y, int64_t k);
 void dequantize_q8_K(const BlockQ8_K* x, float* y, int64_t k);
 
+// vec_dot_kquants.cpp: a K super-block's quant codes in element order, offsets removed.
+void unpack_q2_K(const BlockQ2_K& b, int8_t* codes);
+void unpack_q3_K(const BlockQ3_K& b, int8_t* codes);
+void unpack_q4_K(const BlockQ4_K& b, int8_t* codes);
+void unpack_q5_K(const BlockQ5_K& b, int8_t* codes);
+void unpack_q6_K(const BlockQ6_K& b, int8_t* codes);
+
 // vec_dot_legacy.cpp
 float vec_dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, int64_t n);
 float vec_dot_q4_1_q8_1(const BlockQ4_1* x, const BlockQ8_1* y, int64_t n);

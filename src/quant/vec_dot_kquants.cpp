@@ -8,6 +8,63 @@
 #include "quant/ref.h"
 
 namespace loom::quant::ref {
+
+// The K super-blocks' quant codes in element order, offsets removed (Q3_K: -4 where the high
+// bit is clear; Q6_K: -32); scales and mins stay with the caller.
+void unpack_q2_K(const BlockQ2_K& b, int8_t* a) {
+  const uint8_t* q2 = b.qs;
+  for (int j = 0; j < kQK_K; j += 128, q2 += 32)
+    for (int shift = 0; shift < 8; shift += 2, a += 32)
+      for (int l = 0; l < 32; ++l) a[l] = int8_t((q2[l] >> shift) & 3);
+}
+
+void unpack_q3_K(const BlockQ3_K& b, int8_t* a) {
+  const uint8_t* q3 = b.qs;
+  const uint8_t* hm = b.hmask;
+  uint8_t m = 1;
+  for (int j = 0; j < kQK_K; j += 128, q3 += 32) {
+    for (int shift = 0; shift < 8; shift += 2, a += 32, m = uint8_t(m << 1))
+      for (int l = 0; l < 32; ++l) a[l] = int8_t(((q3[l] >> shift) & 3) - (hm[l] & m ? 0 : 4));
+  }
+}
+
+void unpack_q4_K(const BlockQ4_K& b, int8_t* a) {
+  const uint8_t* q4 = b.qs;
+  for (int j = 0; j < kQK_K / 64; ++j, q4 += 32) {
+    for (int l = 0; l < 32; ++l) a[l] = int8_t(q4[l] & 0xF);
+    a += 32;
+    for (int l = 0; l < 32; ++l) a[l] = int8_t(q4[l] >> 4);
+    a += 32;
+  }
+}
+
+void unpack_q5_K(const BlockQ5_K& b, int8_t* a) {
+  const uint8_t* q4 = b.qs;
+  const uint8_t* hm = b.qh;
+  uint8_t m = 1;
+  for (int j = 0; j < kQK_K / 64; ++j, q4 += 32) {
+    for (int l = 0; l < 32; ++l) a[l] = int8_t((q4[l] & 0xF) + (hm[l] & m ? 16 : 0));
+    a += 32;
+    m = uint8_t(m << 1);
+    for (int l = 0; l < 32; ++l) a[l] = int8_t((q4[l] >> 4) + (hm[l] & m ? 16 : 0));
+    a += 32;
+    m = uint8_t(m << 1);
+  }
+}
+
+void unpack_q6_K(const BlockQ6_K& b, int8_t* a) {
+  const uint8_t* q4 = b.ql;
+  const uint8_t* qh = b.qh;
+  for (int j = 0; j < kQK_K; j += 128, a += 128, q4 += 64, qh += 32) {
+    for (int l = 0; l < 32; ++l) {
+      a[l + 0] = int8_t(((q4[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      a[l + 32] = int8_t(((q4[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      a[l + 64] = int8_t(((q4[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      a[l + 96] = int8_t(((q4[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+}
+
 namespace {
 
 // The eight-lane accumulation ggml's generic K dots share: aux32[l] += scale * (q8 * a) for
@@ -63,14 +120,7 @@ float vec_dot_q3_K_q8_K(const BlockQ3_K* x, const BlockQ8_K* y, int64_t n) {
   int scales[16];
   float sums[8] = {};
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q3 = x[i].qs;
-    const uint8_t* hm = x[i].hmask;
-    int8_t* a = aux8;
-    uint8_t m = 1;
-    for (int j = 0; j < kQK_K; j += 128, q3 += 32) {
-      for (int shift = 0; shift < 8; shift += 2, a += 32, m = uint8_t(m << 1))
-        for (int l = 0; l < 32; ++l) a[l] = int8_t(((q3[l] >> shift) & 3) - (hm[l] & m ? 0 : 4));
-    }
+    unpack_q3_K(x[i], aux8);
     for (int j = 0; j < 16; ++j) scales[j] = q3k_scale(x[i].scales, j) - 32;
     accumulate_lanes(y[i].qs, aux8, scales, 16, aux32);
     const float d = fp16_to_fp32(x[i].d) * y[i].d;
@@ -110,30 +160,6 @@ float dot_scale_min(const Block* x, const BlockQ8_K* y, int64_t n,
   return fold_lanes(sumf, sums);
 }
 
-void unpack_q4_K(const BlockQ4_K& b, int8_t* a) {
-  const uint8_t* q4 = b.qs;
-  for (int j = 0; j < kQK_K / 64; ++j, q4 += 32) {
-    for (int l = 0; l < 32; ++l) a[l] = int8_t(q4[l] & 0xF);
-    a += 32;
-    for (int l = 0; l < 32; ++l) a[l] = int8_t(q4[l] >> 4);
-    a += 32;
-  }
-}
-
-void unpack_q5_K(const BlockQ5_K& b, int8_t* a) {
-  const uint8_t* q4 = b.qs;
-  const uint8_t* hm = b.qh;
-  uint8_t m = 1;
-  for (int j = 0; j < kQK_K / 64; ++j, q4 += 32) {
-    for (int l = 0; l < 32; ++l) a[l] = int8_t((q4[l] & 0xF) + (hm[l] & m ? 16 : 0));
-    a += 32;
-    m = uint8_t(m << 1);
-    for (int l = 0; l < 32; ++l) a[l] = int8_t((q4[l] >> 4) + (hm[l] & m ? 16 : 0));
-    a += 32;
-    m = uint8_t(m << 1);
-  }
-}
-
 }  // namespace
 
 float vec_dot_q4_K_q8_K(const BlockQ4_K* x, const BlockQ8_K* y, int64_t n) {
@@ -151,17 +177,7 @@ float vec_dot_q6_K_q8_K(const BlockQ6_K* x, const BlockQ8_K* y, int64_t n) {
   int scales[16];
   float sums[8] = {};
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q4 = x[i].ql;
-    const uint8_t* qh = x[i].qh;
-    int8_t* a = aux8;
-    for (int j = 0; j < kQK_K; j += 128, a += 128, q4 += 64, qh += 32) {
-      for (int l = 0; l < 32; ++l) {
-        a[l + 0] = int8_t(((q4[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-        a[l + 32] = int8_t(((q4[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-        a[l + 64] = int8_t(((q4[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-        a[l + 96] = int8_t(((q4[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-      }
-    }
+    unpack_q6_K(x[i], aux8);
     for (int j = 0; j < 16; ++j) scales[j] = x[i].scales[j];
     accumulate_lanes(y[i].qs, aux8, scales, 16, aux32);
     const float d = fp16_to_fp32(x[i].d) * y[i].d;

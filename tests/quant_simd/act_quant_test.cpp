@@ -1,8 +1,9 @@
 // quantize_activations at every ISA level must write exactly the bytes of the scalar
-// quantize_row, on fresh random rows and on rows built to hit rounding ties.
+// quant::ggml::quantize_activations, on fresh random rows and on rows built to hit rounding ties.
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "quant/ggml_order.h"
 #include "test_util.h"
 
 namespace loom::quant::simd::test {
@@ -14,7 +15,7 @@ void expect_same_bytes(TensorType t, const std::vector<float>& x, uint64_t seed,
   const int64_t n = int64_t(x.size());
   const size_t bytes = row_size(t, n);
   std::vector<uint8_t> ref(bytes, 0xAA), got(bytes, 0x55);
-  quantize_row(t, x.data(), ref.data(), n);
+  ggml::quantize_activations(t, x.data(), ref.data(), n);
   force_isa(l);
   quantize_activations(t, x.data(), got.data(), n);
   for (size_t i = 0; i < bytes; ++i)
@@ -35,7 +36,7 @@ TEST(QuantizeActivations, RandomRowsMatchReferenceBytes) {
 }
 
 // Blocks whose scale comes out as exactly 1 so that x*id lands on halves (2.5, -3.5, ...):
-// Q8_0/Q8_1 must round away from zero, Q8_K to even; also an all-zero block and a block whose
+// all three types round them to even; also an all-zero block and a block whose
 // largest magnitude appears with both signs (the first one sets Q8_K's sign).
 TEST(QuantizeActivations, TiesZerosAndSignOfMax) {
   IsaGuard guard;

@@ -1,6 +1,9 @@
-// Causal grouped-query attention over the KV cache, as llama.cpp's graph computes it:
+// Causal grouped-query attention over the KV cache, as llama.cpp's graph computes it with flash
+// attention off:
 //   s_j = q·k_j; s_j = softcap·tanh(s_j/softcap) when softcap > 0; s_j *= scale;
-//   w = softmax(s) over the visible keys; out = Σ w_j v_j.
+//   w = softmax(s) over the visible keys; out = Σ w_j v_j,
+// the dots, exp and sums associated as ggml-cpu's kernels do (quant/ggml_order.h: RowDot,
+// SoftmaxSum, expf), cell j of the cache being position j of the sequence.
 // (llama.cpp caps the raw q·k and folds the scale into soft_max_ext, in that order.) With an
 // f16 cache, q and the normalized w are rounded to f16 before they meet the f16 keys/values.
 // A query at position q of sequence s sees the keys of s at positions p ≤ q, and with a
@@ -14,6 +17,7 @@
 #include "backend/cpu/reference_kernels.h"
 #include "common/error.h"
 #include "quant/fp16.h"
+#include "quant/ggml_order.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -81,6 +85,7 @@ void kernel_attention(KernelArgs& a) {
 
   a.out.f.assign(T * a.out.cols, 0.f);
   const int64_t group = n_head / n_kv;
+  const bool batched = T >= 2;  // llama.cpp: tinyBLAS for a ubatch of >= 2 tokens, vec_dot for one
   a.ctx.pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
     std::vector<float> keys, vals, w, qr;
     for (int64_t t = b; t < e; ++t) {
@@ -104,23 +109,29 @@ void kernel_attention(KernelArgs& a) {
         const int64_t g = h / group;
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; ++j) {
-          float sc = dot_f32(qh, keys.data() + j * k.cols + g * hd, hd);
+          const float* kj = keys.data() + j * k.cols + g * hd;
+          loom::quant::ggml::RowDot d(batched, hd);
+          for (int64_t c = 0; c < hd; ++c) d.add(c, kj[c], qh[c]);
+          float sc = d.sum();
           if (softcap > 0) sc = std::tanh(sc / softcap) * softcap;
           sc *= scale;
           w[j] = sc;
           mx = std::max(mx, sc);
         }
-        double sum = 0.0;
+        loom::quant::ggml::SoftmaxSum total;
         for (int64_t j = 0; j < n; ++j) {
-          w[j] = std::exp(w[j] - mx);
-          sum += w[j];
+          w[j] = loom::quant::ggml::expf(w[j] - mx);
+          total.add(lo + j, w[j]);
         }
-        const float inv = float(1.0 / sum);
+        const float inv = float(1.0 / total.sum());
+        for (int64_t j = 0; j < n; ++j) w[j] = elem == KvElem::f16 ? loom::quant::round_to_fp16(w[j] * inv) : w[j] * inv;
         float* o = a.out.f.data() + t * a.out.cols + h * vd;
-        for (int64_t j = 0; j < n; ++j) {
-          const float wj = elem == KvElem::f16 ? loom::quant::round_to_fp16(w[j] * inv) : w[j] * inv;
-          const float* vj = vals.data() + j * v.cols + g * vd;
-          for (int64_t c = 0; c < vd; ++c) o[c] += wj * vj[c];
+        // The cells of the cache llama.cpp's Σ w v runs over: the used ones padded to 256.
+        const int64_t cells = (int64_t(p) + 1 + 255) / 256 * 256;
+        for (int64_t c = 0; c < vd; ++c) {
+          loom::quant::ggml::RowDot d(batched, cells);
+          for (int64_t j = 0; j < n; ++j) d.add(lo + j, w[j], vals[j * v.cols + g * vd + c]);
+          o[c] = d.sum();
         }
       }
     }

@@ -1,12 +1,14 @@
-// y = x · Wᵀ with W [N x K] in its stored type, as ggml-cpu computes it: each activation row is
-// first converted to the weight type's vec_dot_type (Q8_0, Q8_1 or Q8_K for the block types,
-// F16/BF16 for those float types; quant::quantize_row) and every output is quant::vec_dot of a
-// stored weight row with it -- the integer block sums and per-block float updates of ggml's
-// generic dots. F32 weights are dotted in f32. Threads split the output rows.
+// y = x · Wᵀ with W [N x K] in its stored type, as ggml-cpu computes it on x86: each activation
+// row is first converted to the weight type's vec_dot_type as ggml's run-time quantizers do
+// (Q8_0, Q8_1 or Q8_K for the block types, F16/BF16 for those float types) and every output is
+// quant::ggml::dot of a stored weight row with it -- the integer block sums and the float lanes
+// of the kernel llama.cpp picks for a batch of that many rows (quant/ggml_order.h). F32
+// weights are dotted in f32. Threads split the output rows.
 #include <vector>
 
 #include "backend/cpu/reference_kernels.h"
 #include "common/error.h"
+#include "quant/ggml_order.h"
 #include "quant/quant.h"
 
 namespace loom::backend::cpu {
@@ -29,7 +31,7 @@ void kernel_matmul(KernelArgs& a) {
   std::vector<uint8_t> acts(size_t(t) * act_bytes);
   if (!plain_f32)
     a.ctx.pool.parallel_for(t, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) loom::quant::quantize_row(act_type, xs + i * k, acts.data() + i * act_bytes, k);
+      for (int64_t i = b; i < e; ++i) loom::quant::ggml::quantize_activations(act_type, xs + i * k, acts.data() + i * act_bytes, k);
     });
   a.ctx.pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
@@ -37,7 +39,7 @@ void kernel_matmul(KernelArgs& a) {
       if (plain_f32) {
         for (int64_t i = 0; i < t; ++i) y[i * n + r] = dot_f32(xs + i * k, reinterpret_cast<const float*>(src), k);
       } else {
-        for (int64_t i = 0; i < t; ++i) y[i * n + r] = loom::quant::vec_dot(w->type, src, acts.data() + i * act_bytes, k);
+        for (int64_t i = 0; i < t; ++i) y[i * n + r] = loom::quant::ggml::dot(w->type, src, acts.data() + i * act_bytes, k, t);
       }
     }
   });

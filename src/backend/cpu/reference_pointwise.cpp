@@ -4,6 +4,7 @@
 
 #include "backend/cpu/reference_kernels.h"
 #include "common/error.h"
+#include "quant/ggml_order.h"
 #include "quant/quant.h"
 
 namespace loom::backend::cpu {
@@ -55,7 +56,7 @@ const Tensor& value_operand(KernelArgs& a, size_t i) {
   return *a.in[i];
 }
 
-// ggml_silu_f32 as ggml-cpu computes it in fp32.
+// ggml_silu_f32, what ggml_vec_swiglu_f32 applies past the last whole 16 columns of a row.
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 // GELU, tanh approximation. ggml-cpu (GGML_GELU_FP16) evaluates it through a table indexed by
@@ -130,7 +131,13 @@ void kernel_softcap(KernelArgs& a) {
 
 void kernel_swiglu(KernelArgs& a) {
   value_operand(a, 1);
-  binary(a, [](float g, float u) { return silu(g) * u; });
+  // ggml_vec_swiglu_f32 (AVX-512): ggml_v_silu on each whole 16 columns, ggml_silu_f32 after.
+  const int64_t cols = a.in[0]->cols, vec_end = cols - cols % 16;
+  int64_t i = 0;
+  binary(a, [&](float g, float u) {
+    const int64_t c = i++ % cols;
+    return (c < vec_end ? loom::quant::ggml::silu(g) : silu(g)) * u;
+  });
 }
 
 void kernel_geglu(KernelArgs& a) {

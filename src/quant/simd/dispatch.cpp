@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "quant/ggml_order.h"
 #include "quant/quant.h"
 #include "quant/simd/isa.h"
 #include "quant/simd/kernels.h"
@@ -106,7 +107,7 @@ void quantize_activations(TensorType t, const float* x, void* y, int64_t n) {
   const Isa l = isa();
   if (l == Isa::avx512 && detail::avx512::quantize(t, x, y, n)) return;
   if (l == Isa::avx2 && detail::avx2::quantize(t, x, y, n)) return;
-  quantize_row(t, x, y, n);
+  ggml::quantize_activations(t, x, y, n);
 }
 
 void gemm(TensorType wt, const void* w, size_t w_row_bytes, int64_t n_rows, const void* act,

@@ -6,10 +6,10 @@
 //                                   Q8_1, Q8_K), and F32 for F32, F16 and BF16 weights (unlike
 //                                   ggml, F16/BF16 weights are dotted against f32 activations).
 //   quantize_activations(t, x, y, n)
-//                                   SIMD quantize_row for t in {Q8_0, Q8_1, Q8_K}; bytes
-//                                   identical to quant::quantize_row (same rounding: Q8_0/Q8_1
-//                                   round half away from zero, Q8_K ties to even). t = F32
-//                                   copies. Anything else throws loom::Error.
+//                                   SIMD activation quantizer for t in {Q8_0, Q8_1, Q8_K}; bytes
+//                                   identical to quant::ggml::quantize_activations (llama.cpp's
+//                                   x86 from_float: Q8_0/Q8_1 id = 127/amax, all ties to even).
+//                                   t = F32 copies. Anything else throws loom::Error.
 //   gemm(wt, w, w_row_bytes, n_rows, act, act_row_bytes, n_act, out, out_stride, k)
 //                                   out[a*out_stride + r] = dot(weight row r, activation row a)
 //                                   for r < n_rows, a < n_act; k elements per row. Weight row r
