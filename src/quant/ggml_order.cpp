@@ -202,6 +202,41 @@ float dot_k_tiled(TensorType wt, const uint8_t* w, const uint8_t* a, int64_t n) 
   return acc;
 }
 
+// ggml_vec_dot_q4_K/q5_K/q6_K_q8_K, AVX2 branch (one activation row, or a batch below the
+// tiled matmul's 8): integer lane l of a super-block gathers the elements e with e%32 in
+// [4l, 4l+4) times their group scale; acc_l = fma(d8*d, lane_l, acc_l); the Q4_K/Q5_K min
+// term runs beside it (four lanes for Q4_K, one fused scalar for Q5_K).
+float dot_k_avx2(TensorType wt, const uint8_t* w, const uint8_t* a, int64_t n) {
+  const size_t wb = size_t(block_bytes(wt));
+  KBlock k;
+  float acc[8] = {}, acc_m[4] = {}, summs = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK_K; ++ib, w += wb, a += sizeof(BlockQ8_K)) {
+    const auto& y = *reinterpret_cast<const BlockQ8_K*>(a);
+    k_unpack(wt, w, k);
+    const bool q6 = wt == TensorType::Q6_K;
+    int32_t lane[8] = {};
+    for (int e = 0; e < kQK_K; ++e) lane[(e % 32) / 4] += k.sc[e / k.group] * ((q6 ? k.q[e] + 32 : k.q[e]) * y.qs[e]);
+    if (q6)
+      for (int l = 0; l < 8; ++l) lane[l] -= 32 * (y.bsums[2 * l] * k.sc[2 * l] + y.bsums[2 * l + 1] * k.sc[2 * l + 1]);
+    const float d = y.d * k.d;
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, float(lane[l]), acc[l]);
+    if (q6) continue;
+    const float dmin = -y.d * k.dmin;
+    int32_t prod[4];
+    for (int m = 0; m < 4; ++m)
+      prod[m] = k.mn[2 * m] * (y.bsums[4 * m] + y.bsums[4 * m + 1]) + k.mn[2 * m + 1] * (y.bsums[4 * m + 2] + y.bsums[4 * m + 3]);
+    if (wt == TensorType::Q4_K) {
+      for (int m = 0; m < 4; ++m) acc_m[m] = std::fma(dmin, float(prod[m]), acc_m[m]);
+    } else {
+      summs = std::fma(dmin, float(prod[0] + prod[1] + prod[2] + prod[3]), summs);  // contracted by GCC
+    }
+  }
+  if (wt == TensorType::Q4_K) return hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+  return hsum8(acc) + summs;
+}
+
+bool has_avx2_dot(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
+
 }  // namespace
 
 void quantize_activations(TensorType t, const float* x, void* y, int64_t n) {
@@ -229,7 +264,7 @@ void quantize_activations(TensorType t, const float* x, void* y, int64_t n) {
   }
 }
 
-bool dot_is_exact(TensorType wt, int64_t rows) { return is_legacy(wt) || (is_k(wt) && rows >= 8); }
+bool dot_is_exact(TensorType wt, int64_t rows) { return is_legacy(wt) || (is_k(wt) && (rows >= 8 || has_avx2_dot(wt))); }
 
 float dot(TensorType wt, const void* w, const void* a, int64_t n, int64_t rows) {
   const auto* wp = static_cast<const uint8_t*>(w);
@@ -241,6 +276,10 @@ float dot(TensorType wt, const void* w, const void* a, int64_t n, int64_t rows) 
   if (is_k(wt) && rows >= 8) {
     if (n % kQK_K) fail("quant::ggml::dot: {} elements is not a whole number of blocks", n);
     return dot_k_tiled(wt, wp, ap, n);
+  }
+  if (has_avx2_dot(wt)) {
+    if (n % kQK_K) fail("quant::ggml::dot: {} elements is not a whole number of blocks", n);
+    return dot_k_avx2(wt, wp, ap, n);
   }
   return vec_dot(wt, w, a, n);
 }

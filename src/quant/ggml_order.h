@@ -14,7 +14,9 @@
 //         vec_dot and tinyBLAS_Q0_AVX alike; Q4_1/Q5_1 add Σ m*s (fused) after the fold.
 //       Q2_K..Q6_K with rows >= 8: the tiled matmul (AVX-512 VNNI): per super-block r =
 //         Σsc·Σqa · d (− dmin·Σm·bsum, fused), acc = fma(r, d8, acc) in super-block order.
-//       other K cases, F32, F16, BF16: quant::vec_dot (ggml's generic order; not bit-exact).
+//       Q4_K/Q5_K/Q6_K with rows < 8: the AVX2 vec_dot's eight integer lanes (element e in lane
+//         (e%32)/4), acc_l = fma(d8*d, lane_l, acc_l), hsum_float_8, plus the min term.
+//       Q2_K/Q3_K below 8 rows, F32, F16, BF16: quant::vec_dot (ggml's generic order; not exact).
 //   expf(x)                           ggml_v_expf (AVX-512 variant) for one lane.
 //   silu(x)                           ggml_v_silu: x / (1 + ggml_v_expf(-x)).
 //   hsum8 / hsum16                    _mm256 hsum_float_8 and GCC's _mm512_reduce_add_ps.

@@ -311,3 +311,57 @@ def test_ggml_q5_0_generic_is_inconsistent():
     simd = [ggml_dot_sym("ggml_vec_dot_q5_0_q8_0", w[r], a[r], 4096) for r in range(8)]
     assert all(abs(s - e) <= 1e-5 * m for s, e, m in zip(simd, exact, mag))
     assert any(abs(g - e) > 1e-2 * m for g, e, m in zip(gen, exact, mag))
+
+
+# What llama.cpp runs on x86 is not the *_ref/_generic code above but the AVX kernels of
+# arch/x86/quants.c: quantize_row_q8_0/q8_1 (id = 127/amax, ties to even) and the eight-lane
+# ggml_vec_dot_* of the legacy types and of Q4_K/Q5_K/Q6_K (one activation row). Loom's
+# reference backend computes with quant::ggml's scalar copies of them (loom-quant-tool
+# actquant / gdot); these must match bit for bit.
+RUNTIME_DOTS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K"]
+
+
+def ggml_runtime_quant(aname, x):
+    be, bb = ACT_BYTES[aname]
+    out = np.zeros(len(x) // be * bb, dtype=np.uint8)
+    fn = getattr(CPU, f"quantize_row_{aname}")
+    fn.argtypes, fn.restype = [_P, _P, _I64], None
+    fn(_ptr(x), _ptr(out), len(x))
+    return out
+
+
+@pytest.mark.parametrize("aname", ["q8_0", "q8_1", "q8_K"])
+def test_runtime_activation_quantize_bit_identical(tool, tmp_path, aname):
+    rng = np.random.default_rng([SEED, 500 + list(ACT_BYTES).index(aname)])
+    be, bb = ACT_BYTES[aname]
+    n = 256 * 512
+    x = random_floats(rng, n, be)
+    # Rows on integer and half-integer grids: x*id lands on ties (2.5, -3.5) for most blocks.
+    ties = (rng.integers(-254, 255, size=n) / 2).astype(np.float32)
+    ties[::be] = np.float32(127)
+    x = np.concatenate([x, ties])
+    (tmp_path / "in.f32").write_bytes(x.tobytes())
+    run_tool(tool, "actquant", aname, tmp_path / "in.f32", tmp_path / "out.bin")
+    loom = np.fromfile(tmp_path / "out.bin", dtype=np.uint8)
+    ref = ggml_runtime_quant(aname, x)
+    bad = np.flatnonzero((loom.reshape(-1, bb) != ref.reshape(-1, bb)).any(axis=1))
+    print(f"run-time quantize {aname}: {ref.size // bb} blocks vs ggml quantize_row_{aname}, mismatching={bad.size}")
+    assert bad.size == 0, f"{aname}: blocks {bad[:8]} differ from ggml's run-time quantizer"
+
+
+@pytest.mark.parametrize("wname", RUNTIME_DOTS)
+def test_runtime_dot_bit_identical(tool, tmp_path, wname):
+    rng = np.random.default_rng([SEED, 600 + RUNTIME_DOTS.index(wname)])
+    rows, n = 64, 4096
+    aname = DOTS[wname][0]
+    w = random_blocks(rng, wname, rows * n // TYPES[wname][1]).reshape(rows, -1)
+    a = np.stack([ggml_runtime_quant(aname, random_floats(rng, n, 256 if aname == "q8_K" else 32))
+                  for _ in range(rows)])
+    (tmp_path / "w.bin").write_bytes(w.tobytes())
+    (tmp_path / "a.bin").write_bytes(a.tobytes())
+    got = [int(h, 16) for h in run_tool(tool, "gdot", wname, tmp_path / "w.bin", tmp_path / "a.bin", n, 1).split()]
+    sym = f"ggml_vec_dot_{wname}_{aname}"
+    want = [int(np.float32(ggml_dot_sym(sym, w[r], a[r], n)).view(np.uint32)) for r in range(rows)]
+    bad = [r for r in range(rows) if got[r] != want[r]]
+    print(f"run-time dot {wname}: {rows} rows vs ggml {sym}, mismatches={len(bad)}")
+    assert not bad, f"{wname}: rows {bad[:8]} differ from {sym}"

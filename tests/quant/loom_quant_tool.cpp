@@ -6,6 +6,10 @@
 //   loom-quant-tool dot     TYPE W.bin A.bin N      W and A hold R rows of N elements each (A
 //                                                   already in vec_dot_type(TYPE)); prints
 //                                                   vec_dot of each row pair as hex float bits
+//   loom-quant-tool actquant TYPE IN.f32 OUT.bin    float32 -> activation TYPE as llama.cpp's
+//                                                   x86 run-time quantizer (quant::ggml)
+//   loom-quant-tool gdot    TYPE W.bin A.bin N ROWS as dot, in llama.cpp's x86 order for a
+//                                                   matmul of ROWS activation rows (quant::ggml)
 // TYPE is a ggml type name (q4_K, f16, ...). Errors go to stderr with exit status 1.
 #include <bit>
 #include <cstring>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "quant/ggml_order.h"
 #include "quant/quant.h"
 
 namespace {
@@ -39,7 +44,7 @@ gguf::TensorType parse_type(const std::string& s) {
 }
 
 int run(int argc, char** argv) {
-  if (argc < 5) loom::fail("usage: loom-quant-tool dequant|quant|dot TYPE IN OUT|A [N]");
+  if (argc < 5) loom::fail("usage: loom-quant-tool dequant|quant|actquant|dot|gdot TYPE IN OUT|A [N [ROWS]]");
   const std::string verb = argv[1];
   const gguf::TensorType t = parse_type(argv[2]);
   if (verb == "dequant") {
@@ -50,16 +55,18 @@ int run(int argc, char** argv) {
     std::vector<float> out(static_cast<size_t>(n));
     loom::quant::dequantize_row(t, in.data(), out.data(), n);
     write_all(argv[4], out.data(), out.size() * sizeof(float));
-  } else if (verb == "quant") {
+  } else if (verb == "quant" || verb == "actquant") {
     const auto in = read_all(argv[3]);
     const int64_t n = int64_t(in.size() / sizeof(float));
     std::vector<float> x(static_cast<size_t>(n));
     std::memcpy(x.data(), in.data(), x.size() * sizeof(float));
     std::vector<uint8_t> out(loom::quant::row_size(t, n));
-    loom::quant::quantize_row(t, x.data(), out.data(), n);
+    if (verb == "quant") loom::quant::quantize_row(t, x.data(), out.data(), n);
+    else loom::quant::ggml::quantize_activations(t, x.data(), out.data(), n);
     write_all(argv[4], out.data(), out.size());
-  } else if (verb == "dot") {
-    if (argc < 6) loom::fail("dot needs W A N");
+  } else if (verb == "dot" || verb == "gdot") {
+    if (argc < (verb == "dot" ? 6 : 7)) loom::fail("{} needs W A N{}", verb, verb == "dot" ? "" : " ROWS");
+    const int64_t batch = verb == "gdot" ? std::stoll(argv[6]) : 0;
     const auto w = read_all(argv[3]);
     const auto a = read_all(argv[4]);
     const int64_t n = std::stoll(argv[5]);
@@ -70,7 +77,8 @@ int run(int argc, char** argv) {
       loom::fail("dot: {} and {} bytes are not {} row pairs of {} elements", w.size(), a.size(),
                  rows, n);
     for (size_t r = 0; r < rows; ++r) {
-      const float v = loom::quant::vec_dot(t, w.data() + r * wrow, a.data() + r * arow, n);
+      const float v = verb == "dot" ? loom::quant::vec_dot(t, w.data() + r * wrow, a.data() + r * arow, n)
+                                    : loom::quant::ggml::dot(t, w.data() + r * wrow, a.data() + r * arow, n, batch);
       std::printf("%08x\n", std::bit_cast<uint32_t>(v));
     }
   } else {
