@@ -43,6 +43,7 @@ struct LogitsArgs {
   std::string model, gguf, tokens, out;
   std::string backend = "cpu";
   int threads = 0;
+  int batch = 0;
 };
 
 void run_logits(const LogitsArgs& a) {
@@ -52,6 +53,7 @@ void run_logits(const LogitsArgs& a) {
   ro.backend = a.backend;
   ro.threads = a.threads;
   ro.n_ctx = int32_t(ids.size());
+  if (a.batch > 0) ro.n_batch = a.batch;
   auto session = runtime::open_session(model, ro);
   const auto logits = session->evaluate(ids);
   FILE* f = std::fopen(a.out.c_str(), "wb");
@@ -68,6 +70,8 @@ const RegisterVerb reg("logits", [](CLI::App& root) {
   cmd->add_option("-m,--model", a->model, "model .gguf or .loom")->required();
   cmd->add_option("--gguf", a->gguf, "weights for a .loom program");
   cmd->add_option("--tokens", a->tokens, "file of token ids")->required();
+  cmd->add_option("-b,--batch", a->batch, "tokens per forward pass (0: the default); 1 runs one decode step per token")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--out", a->out, "output file")->required();
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
   cmd->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (the reference interpreter)")->capture_default_str();

@@ -6,17 +6,21 @@ per-position top-1 agreement, mean KL(llama.cpp || Loom), max |Δlogit|; and per
 computed the way llama-perplexity does (chunks of n_ctx, BOS at the start of each chunk when
 the vocabulary adds one, score the second half). Random-weight models compare logits directly.
 
-What is gated. Mean KL <= 0.01 and perplexity within 1% are hard limits. For top-1 agreement
-(>= 98%) and random-weight max |Δlogit|/std (<= 2%) the test also measures llama.cpp against
-itself on the same tokens -- flash attention on vs off, two settings it supports and ships --
-because on some files that self-disagreement is already past the issue's figure (f16 and Q8
-activation roundings flip on 1-ulp accumulation-order differences). The gate for those two is
-the issue's figure or llama.cpp's own spread, whichever is looser: for max |Δlogit|/std the
-spread itself; for top-1 agreement pooled over all scored positions, llama.cpp's own pooled
-agreement less two standard errors of the difference of two such rates, sqrt(2 p (1 - p) / N)
-(Loom is then not measurably worse than llama.cpp is against itself). The test still fails on
-any real error (a wrong rope, mask or scale costs far more than either), and every figure --
-issue threshold met or not -- is printed and written out.
+What is gated. The reference backend (cpu-ref) computes in llama.cpp's x86 order
+(src/quant/ggml_order.h): it must meet the issue's thresholds outright -- top-1 >= 98% on
+every text, mean KL <= 0.01, perplexity within 1%, random-weight max |Δlogit|/std <= 2% --
+and, where the oracle's ggml was built for the kernels that order copies (AVX-512F with VNNI,
+llamafile on; ggml_cpu_has_*), its logits must be llama.cpp's bit for bit.
+
+The fast backend (cpu, the default) keeps its own SIMD accumulation orders, tested against
+the reference in the C++ suite. Against llama.cpp it is held to mean KL <= 0.01 and
+perplexity within 1% outright; for top-1 and random-weight max |Δlogit|/std the test also
+measures llama.cpp against itself (flash attention on vs off, two settings it ships) and gates
+at the issue's figure or that spread, whichever is looser (top-1 pooled over all positions,
+less two standard errors of a difference of two rates, sqrt(2 p (1 - p) / N)): f16 and Q8
+activation roundings flip on 1-ulp order differences, and llama.cpp's own two settings already
+disagree past the issue's figures. Every figure -- issue threshold met or not -- is printed
+and written out.
 
 Run with `pytest -s` to see every figure; all of them also go to $LOOM_BUILD/correctness.json.
 """
@@ -61,9 +65,9 @@ def write_figures(build_dir):
     print(f"\nfigures written to {out}")
 
 
-def open_llama(path, n_ctx, flash_attn=False):
-    return llama_cpp.Llama(model_path=str(path), logits_all=True, n_ctx=n_ctx, n_threads=2, n_batch=512,
-                           flash_attn=flash_attn, verbose=False)
+def open_llama(path, n_ctx, flash_attn=False, n_batch=512):
+    return llama_cpp.Llama(model_path=str(path), logits_all=True, n_ctx=n_ctx, n_threads=2, n_batch=n_batch,
+                           n_ubatch=n_batch, flash_attn=flash_attn, verbose=False)
 
 
 def llama_logits(llm, tokens):
@@ -72,11 +76,12 @@ def llama_logits(llm, tokens):
     return np.array(llm.scores[: len(tokens)], dtype=np.float32)
 
 
-def loom_logits(loom_bin, model, tokens, tmp_path, backend):
+def loom_logits(loom_bin, model, tokens, tmp_path, backend, batch=0):
     ids = tmp_path / "ids.txt"
     ids.write_text(" ".join(map(str, tokens)))
     out = tmp_path / "logits.f32"
-    run_loom(loom_bin, "logits", "-m", model, "--tokens", ids, "--out", out, "--threads", 2, "--backend", backend)
+    run_loom(loom_bin, "logits", "-m", model, "--tokens", ids, "--out", out, "--threads", 2, "--backend", backend,
+             "--batch", batch)
     x = np.fromfile(out, dtype=np.float32)
     out.unlink()
     return x.reshape(len(tokens), -1)
@@ -104,7 +109,16 @@ def worst_of(a, b):
     return {k: (min if k == "top1" else max)(a.get(k, v), v) for k, v in b.items()}
 
 
-def gate(name, loom, peer, positions):
+def oracle_is_emulated():
+    """True when the llama-cpp-python ggml was built for the kernels quant::ggml copies."""
+    import ctypes
+    import importlib.util
+    lib = pathlib.Path(importlib.util.find_spec("llama_cpp").submodule_search_locations[0]) / "lib"
+    cpu = ctypes.CDLL(str(lib / "libggml-cpu.so"))
+    return all(getattr(cpu, f"ggml_cpu_has_{f}")() for f in ("avx512", "avx512_vnni", "fma", "f16c", "llamafile"))
+
+
+def gate(name, loom, peer, positions, backend):
     """Records Loom's figures (worst over texts; top-1 also pooled over `positions`), llama.cpp's
     own spread and whether the issue's thresholds are met; asserts the gates described at the
     top of the file."""
@@ -116,6 +130,13 @@ def gate(name, loom, peer, positions):
     else:
         met["rel_max_dlogit"] = loom["rel_max_dlogit"] <= MAX_SYNTH_REL_DLOGIT
     record(name, "issue_thresholds_met", met)
+    if backend == "cpu-ref":
+        exact = oracle_is_emulated()
+        record(name, "bit_identical_required", exact)
+        if exact:
+            assert loom["max_abs_dlogit"] == 0.0, f"{name}: reference logits differ from llama.cpp's: {loom}"
+        assert all(met.values()), f"{name}: issue thresholds not met: {met} {loom}"
+        return
     assert loom["mean_kl"] <= MAX_MEAN_KL, loom
     if real:
         assert loom["ppl_rel_diff"] <= MAX_PPL_REL, loom
@@ -153,7 +174,7 @@ def loom_perplexity(loom_bin, model, tokens, n_ctx, n_chunks, tmp_path, backend)
 
 
 # Loom's two CPU backends, each against the same llama.cpp figures: the fast one users run by
-# default, and the reference executor it is tested against (issue 5: same thresholds).
+# default, and the reference executor it is tested against (gated differently, see the top).
 BACKENDS = ["cpu", "cpu-ref"]
 
 
@@ -193,8 +214,29 @@ def check_real_model(name, path, loom_bin, tmp_path):
         record(who, "ppl_loom", got["ppl"])
         record(who, "ppl_tokens_scored", got["scored"])
         record(who, "ppl_rel_diff", worst["ppl_rel_diff"])
-        gate(who, worst, peer, N_LOGIT_TOKENS * len(LOGIT_TEXTS))
+        gate(who, worst, peer, N_LOGIT_TOKENS * len(LOGIT_TEXTS), backend)
+    check_decode(name, path, refs[LOGIT_TEXTS[0]][0][:N_DECODE_TOKENS], loom_bin, tmp_path)
     record(name, "seconds", round(time.time() - t0, 1))
+
+
+# Token-by-token decoding (batches of one: llama.cpp's vec_dot and ggml_vec_dot_f16 paths, not
+# the batched kernels above). The reference must again be llama.cpp bit for bit where its order
+# is emulated, and meet the issue's top-1 and KL figures; the fast backend's figures are printed.
+N_DECODE_TOKENS = 48
+
+
+def check_decode(name, path, toks, loom_bin, tmp_path):
+    ref = llama_logits(open_llama(path, N_DECODE_TOKENS, n_batch=1), toks)
+    for backend in BACKENDS:
+        who = f"{name}[{backend}] decode"
+        m = compare(ref, loom_logits(loom_bin, path, toks, tmp_path, backend, batch=1))
+        for k, v in m.items():
+            record(who, k, v)
+        assert m["mean_kl"] <= MAX_MEAN_KL, (who, m)
+        if backend == "cpu-ref":
+            if oracle_is_emulated():
+                assert m["max_abs_dlogit"] == 0.0, (who, m)
+            assert m["top1"] >= MIN_TOP1, (who, m)
 
 
 def test_smollm2_matches_llama_cpp(smollm2, loom_bin, tmp_path):
@@ -231,4 +273,4 @@ def test_synthetic_q4_k_m_matches_llama_cpp(shape, loom_bin, tmp_path):
         for k, v in m.items():
             record(name, k, v)
         m["top1_pooled"] = m["top1"]
-        gate(name, m, peer, SYNTH_TOKENS)
+        gate(name, m, peer, SYNTH_TOKENS, backend)

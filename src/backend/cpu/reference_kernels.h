@@ -1,8 +1,9 @@
 // The reference CPU executor's kernels: one function per ir op, looked up by opcode in a
 // table (reference_kernels.cpp). Activations are fp32, row-major [rows x cols]; weights are
-// read from the GGUF mapping in their stored type and used through quant's reference routines
-// (matmul: activations quantized to the dot type, then vec_dot). Semantics follow ir/ops.h, with the details (rounding order, constants) as
-// ggml's CPU backend computes them so results can be checked against llama.cpp.
+// read from the GGUF mapping in their stored type. Semantics follow ir/ops.h; the arithmetic
+// (activation quantizers, dot and attention accumulation orders, exp, SiLU) is llama.cpp's x86
+// CPU backend's, written as scalar code in quant/ggml_order.h, so the reference's logits can
+// be llama.cpp's bit for bit (tests/python/test_correctness.py checks that they are).
 #pragma once
 #include <cstdint>
 #include <string_view>
