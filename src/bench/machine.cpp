@@ -41,7 +41,11 @@ double measure_read_bandwidth(size_t bytes, int threads, int reps) {
           a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(buf.get() + i + 16));
           a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(buf.get() + i + 24));
         }
-        s0 = _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+        // Stored and summed rather than _mm512_reduce_add_epi64, which GCC 12 warns about
+        // (-Wuninitialized on its own _mm256_undefined_si256).
+        alignas(64) uint64_t lanes[8];
+        _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+        for (uint64_t v : lanes) s0 += v;
 #endif
         for (; i + 4 <= hi; i += 4) { s0 += buf[i]; s1 += buf[i + 1]; s2 += buf[i + 2]; s3 += buf[i + 3]; }
         for (; i < hi; ++i) s0 += buf[i];

@@ -1,6 +1,7 @@
 // Row lookups, normalisation and elementwise ops of the reference executor.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/reference_kernels.h"
 #include "common/error.h"
@@ -31,6 +32,7 @@ RowSource second_operand(KernelArgs& a) {
   return {a.dense[1], 1};
 }
 
+// o = f(x, y) elementwise, y a row-broadcast operand; f may also take the column index.
 template <typename F>
 void binary(KernelArgs& a, F f) {
   const Tensor& x = *a.in[0];
@@ -40,7 +42,10 @@ void binary(KernelArgs& a, F f) {
     const float* xr = x.f.data() + r * x.cols;
     const float* br = b.data + (b.rows == 1 ? 0 : r * x.cols);
     float* o = a.out.f.data() + r * x.cols;
-    for (int64_t c = 0; c < x.cols; ++c) o[c] = f(xr[c], br[c]);
+    for (int64_t c = 0; c < x.cols; ++c) {
+      if constexpr (std::is_invocable_v<F, float, float, int64_t>) o[c] = f(xr[c], br[c], c);
+      else o[c] = f(xr[c], br[c]);
+    }
   }
 }
 
@@ -132,12 +137,8 @@ void kernel_softcap(KernelArgs& a) {
 void kernel_swiglu(KernelArgs& a) {
   value_operand(a, 1);
   // ggml_vec_swiglu_f32 (AVX-512): ggml_v_silu on each whole 16 columns, ggml_silu_f32 after.
-  const int64_t cols = a.in[0]->cols, vec_end = cols - cols % 16;
-  int64_t i = 0;
-  binary(a, [&](float g, float u) {
-    const int64_t c = i++ % cols;
-    return (c < vec_end ? loom::quant::ggml::silu(g) : silu(g)) * u;
-  });
+  const int64_t vec_end = a.in[0]->cols - a.in[0]->cols % 16;
+  binary(a, [vec_end](float g, float u, int64_t c) { return (c < vec_end ? loom::quant::ggml::silu(g) : silu(g)) * u; });
 }
 
 void kernel_geglu(KernelArgs& a) {
