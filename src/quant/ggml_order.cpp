@@ -235,7 +235,15 @@ float dot_k_avx2(TensorType wt, const uint8_t* w, const uint8_t* a, int64_t n) {
   return hsum8(acc) + summs;
 }
 
-bool has_avx2_dot(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K; }
+// The K-quant kernel llama.cpp's x86 build takes for a matmul of `rows` activation rows, or
+// nullptr where it is one not copied here (Q2_K/Q3_K below 8 rows).
+using KDot = float (*)(TensorType, const uint8_t*, const uint8_t*, int64_t);
+KDot k_dot(TensorType wt, int64_t rows) {
+  if (!is_k(wt)) return nullptr;
+  if (rows >= 8) return dot_k_tiled;
+  const bool avx2 = wt == TensorType::Q4_K || wt == TensorType::Q5_K || wt == TensorType::Q6_K;
+  return avx2 ? dot_k_avx2 : nullptr;
+}
 
 }  // namespace
 
@@ -264,7 +272,7 @@ void quantize_activations(TensorType t, const float* x, void* y, int64_t n) {
   }
 }
 
-bool dot_is_exact(TensorType wt, int64_t rows) { return is_legacy(wt) || (is_k(wt) && (rows >= 8 || has_avx2_dot(wt))); }
+bool dot_is_exact(TensorType wt, int64_t rows) { return is_legacy(wt) || k_dot(wt, rows) != nullptr; }
 
 float dot(TensorType wt, const void* w, const void* a, int64_t n, int64_t rows) {
   const auto* wp = static_cast<const uint8_t*>(w);
@@ -273,13 +281,9 @@ float dot(TensorType wt, const void* w, const void* a, int64_t n, int64_t rows) 
     if (n % kQK) fail("quant::ggml::dot: {} elements is not a whole number of blocks", n);
     return dot_legacy(wt, wp, ap, n);
   }
-  if (is_k(wt) && rows >= 8) {
+  if (const KDot k = k_dot(wt, rows)) {
     if (n % kQK_K) fail("quant::ggml::dot: {} elements is not a whole number of blocks", n);
-    return dot_k_tiled(wt, wp, ap, n);
-  }
-  if (has_avx2_dot(wt)) {
-    if (n % kQK_K) fail("quant::ggml::dot: {} elements is not a whole number of blocks", n);
-    return dot_k_avx2(wt, wp, ap, n);
+    return k(wt, wp, ap, n);
   }
   return vec_dot(wt, w, a, n);
 }
