@@ -37,6 +37,16 @@ def _plain_ggml_kernels():
 _plain_ggml_kernels()
 
 
+def ggml_lib_dir():
+    """The folder of llama-cpp-python's ggml libraries (libggml-base.so, libggml-cpu.so): the
+    oracle's own kernels, loaded through ctypes by the tests that compare against them."""
+    import importlib.util
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None:
+        pytest.fail("llama_cpp (llama-cpp-python) is not installed; it carries the ggml oracle")
+    return pathlib.Path(spec.submodule_search_locations[0]) / "lib"
+
+
 def _env_path(name, default):
     return pathlib.Path(os.environ.get(name, default))
 

@@ -25,6 +25,8 @@ and written out.
 
 Run with `pytest -s` to see every figure; all of them also go to $LOOM_BUILD/correctness.json.
 """
+import ctypes
+import functools
 import json
 import pathlib
 import time
@@ -32,7 +34,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_loom
+from conftest import ROOT, ggml_lib_dir, run_loom
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
@@ -110,12 +112,10 @@ def worst_of(a, b):
     return {k: (min if k == "top1" else max)(a.get(k, v), v) for k, v in b.items()}
 
 
+@functools.cache
 def oracle_is_emulated():
     """True when the llama-cpp-python ggml was built for the kernels quant::ggml copies."""
-    import ctypes
-    import importlib.util
-    lib = pathlib.Path(importlib.util.find_spec("llama_cpp").submodule_search_locations[0]) / "lib"
-    cpu = ctypes.CDLL(str(lib / "libggml-cpu.so"))
+    cpu = ctypes.CDLL(str(ggml_lib_dir() / "libggml-cpu.so"))
     return all(getattr(cpu, f"ggml_cpu_has_{f}")() for f in ("avx512", "avx512_vnni", "fma", "f16c", "llamafile"))
 
 

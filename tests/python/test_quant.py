@@ -20,7 +20,6 @@ Loom side: <build>/bin/loom-quant-tool (tests/quant/loom_quant_tool.cpp).
 """
 import ctypes
 import functools
-import importlib.util
 import os
 import pathlib
 import subprocess
@@ -30,6 +29,8 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
+
+from conftest import ggml_lib_dir
 
 # name -> (gguf type, elements/block, bytes/block, fp16 field offsets, f32 field offsets)
 TYPES = {
@@ -68,10 +69,7 @@ print(f"test_quant seed={SEED} (set LOOM_TEST_SEED to replay)")
 
 
 def _ggml_libs():
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None:
-        pytest.fail("llama_cpp (llama-cpp-python) is not installed; it carries the ggml oracle")
-    lib = pathlib.Path(spec.submodule_search_locations[0]) / "lib"
+    lib = ggml_lib_dir()
     base = ctypes.CDLL(str(lib / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
     cpu = ctypes.CDLL(str(lib / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
     cpu.ggml_cpu_init()  # fills the fp16 table the CPU dot products read scales through
