@@ -74,6 +74,32 @@ const WeightSource::Bound& WeightSource::at(const std::string& name) const {
   return it->second;
 }
 
+size_t kv_row_bytes(KvElem e, int64_t width) {
+  switch (e) {
+    case KvElem::f32: return size_t(width) * 4;
+    case KvElem::f16: return size_t(width) * 2;
+    case KvElem::q8_0:
+      if (width % 32) loom::fail("q8_0 KV cache needs rows of a multiple of 32 elements, got {}", width);
+      return size_t(width / 32) * 34;
+  }
+  loom::fail("unknown KV element type {}", int(e));
+}
+
+const char* kv_elem_name(KvElem e) {
+  switch (e) {
+    case KvElem::f32: return "f32";
+    case KvElem::f16: return "f16";
+    case KvElem::q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+KvElem parse_kv_elem(const std::string& name) {
+  for (KvElem e : {KvElem::f32, KvElem::f16, KvElem::q8_0})
+    if (name == kv_elem_name(e)) return e;
+  loom::fail("unknown KV cache type \"{}\" (known: f32, f16, q8_0)", name);
+}
+
 size_t StepBatch::n_logit_rows() const {
   size_t n = 0;
   for (size_t i = 0; i < size(); ++i) n += wants(i);

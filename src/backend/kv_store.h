@@ -2,11 +2,22 @@
 // position) live. The cache itself — block allocation, block tables, rollback — is
 // runtime::KvCache; a backend sees only this view, so paging can change without touching it.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace loom::backend {
 
-enum class KvElem { f32, f16 };
+// Storage of one cached key or value row. q8_0 is llama.cpp's q8_0 block format (32 int8
+// values and one f16 scale per block, `-ctk/-ctv q8_0`): a row is width / 32 blocks, so
+// every head of a row starts on a block boundary when head widths are multiples of 32.
+enum class KvElem { f32, f16, q8_0 };
+
+// Bytes of one row of `width` elements; throws loom::Error for q8_0 with width % 32 != 0.
+size_t kv_row_bytes(KvElem e, int64_t width);
+const char* kv_elem_name(KvElem e);
+// "f32" | "f16" | "q8_0"; throws loom::Error naming the known types otherwise.
+KvElem parse_kv_elem(const std::string& name);
 
 struct KvLayerShape {
   int n_kv_head = 0;

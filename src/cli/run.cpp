@@ -24,7 +24,8 @@ void GenerationFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--backend", backend, "cpu (fast) or cpu-ref (the reference interpreter)")->capture_default_str();
   cmd.add_option("-t,--threads", threads, "threads (0: the program's schedule, else all cores)");
   cmd.add_option("-c,--ctx-size", n_ctx, "context length (0: min(4096, the program's bound))");
-  cmd.add_option("--kv-type", kv_type, "KV cache storage: f16 or f32")->check(CLI::IsMember({"f16", "f32"}));
+  cmd.add_option("--kv-type", kv_type, "KV cache storage: f16, f32 or q8_0 (llama.cpp's -ctk/-ctv)")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
   auto& s = sampling;
   cmd.add_option("--temp", s.temperature, "temperature (<= 0: greedy)")->capture_default_str();
   cmd.add_option("--top-k", s.top_k, "top-k (0: off)")->capture_default_str();
@@ -42,7 +43,7 @@ runtime::RunOptions GenerationFlags::run_options() const {
   ro.backend = backend;
   ro.threads = threads;
   ro.n_ctx = n_ctx;
-  ro.kv_elem = kv_type == "f32" ? backend::KvElem::f32 : backend::KvElem::f16;
+  ro.kv_elem = backend::parse_kv_elem(kv_type);
   return ro;
 }
 

@@ -9,13 +9,14 @@ KvCache::KvCache(std::vector<backend::KvLayerShape> layers, KvCacheOptions opts)
   if (opts_.n_ctx <= 0) loom::fail("KV cache: context length must be > 0, got {}", opts_.n_ctx);
   if (opts_.max_seqs <= 0) loom::fail("KV cache: max_seqs must be > 0, got {}", opts_.max_seqs);
   if (opts_.block_size <= 0) loom::fail("KV cache: block size must be > 0, got {}", opts_.block_size);
-  elem_bytes_ = opts_.elem == backend::KvElem::f16 ? 2 : 4;
   const int64_t blocks_per_seq = (int64_t(opts_.n_ctx) + opts_.block_size - 1) / opts_.block_size;
   const int64_t n_blocks = blocks_per_seq * opts_.max_seqs;
   const int64_t rows = n_blocks * opts_.block_size;
   for (const auto& l : layers_) {
-    k_.emplace_back(size_t(rows * l.k_width()) * elem_bytes_);
-    v_.emplace_back(size_t(rows * l.v_width()) * elem_bytes_);
+    k_row_bytes_.push_back(backend::kv_row_bytes(opts_.elem, l.k_width()));
+    v_row_bytes_.push_back(backend::kv_row_bytes(opts_.elem, l.v_width()));
+    k_.emplace_back(size_t(rows) * k_row_bytes_.back());
+    v_.emplace_back(size_t(rows) * v_row_bytes_.back());
   }
   tables_.resize(opts_.max_seqs);
   lengths_.assign(opts_.max_seqs, 0);
@@ -60,23 +61,23 @@ void KvCache::truncate(int32_t seq, int32_t n_pos) {
   }
 }
 
-uint8_t* KvCache::row(const std::vector<uint8_t>& buf, int64_t width, int32_t seq, int32_t pos) {
+uint8_t* KvCache::row(const std::vector<uint8_t>& buf, size_t row_bytes, int32_t seq, int32_t pos) {
   // Hot path: no allocation, no locking; reserve() made the position addressable.
   if (seq < 0 || seq >= opts_.max_seqs || pos < 0 || pos >= lengths_[seq])
     loom::fail("KV cache: position {} of sequence {} is not reserved", pos, seq);
   const int64_t block = tables_[seq][pos / opts_.block_size];
   const int64_t r = block * opts_.block_size + pos % opts_.block_size;
-  return const_cast<uint8_t*>(buf.data()) + size_t(r * width) * elem_bytes_;
+  return const_cast<uint8_t*>(buf.data()) + size_t(r) * row_bytes;
 }
 
 void* KvCache::k_row(int layer, int32_t seq, int32_t pos) {
   if (layer < 0 || size_t(layer) >= layers_.size()) loom::fail("KV cache: layer {} out of range", layer);
-  return row(k_[layer], layers_[layer].k_width(), seq, pos);
+  return row(k_[layer], k_row_bytes_[layer], seq, pos);
 }
 
 void* KvCache::v_row(int layer, int32_t seq, int32_t pos) {
   if (layer < 0 || size_t(layer) >= layers_.size()) loom::fail("KV cache: layer {} out of range", layer);
-  return row(v_[layer], layers_[layer].v_width(), seq, pos);
+  return row(v_[layer], v_row_bytes_[layer], seq, pos);
 }
 
 size_t KvCache::bytes() const {

@@ -1,7 +1,7 @@
 // The KV cache: key and value rows per layer, stored in fixed-size blocks of positions. Each
 // sequence has a block table (logical block -> physical block) so sequences share one pool,
 // grow on demand and give blocks back on rollback — the seam paged attention and continuous
-// batching build on. Storage is f16 (llama.cpp's default) or f32.
+// batching build on. Storage is f16 (llama.cpp's default), f32 or q8_0.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -41,11 +41,11 @@ class KvCache final : public backend::KvStore {
   const std::vector<backend::KvLayerShape>& layers() const { return layers_; }
 
  private:
-  uint8_t* row(const std::vector<uint8_t>& buf, int64_t width, int32_t seq, int32_t pos);
+  uint8_t* row(const std::vector<uint8_t>& buf, size_t row_bytes, int32_t seq, int32_t pos);
   void check_seq(int32_t seq) const;
   std::vector<backend::KvLayerShape> layers_;
   KvCacheOptions opts_;
-  size_t elem_bytes_;
+  std::vector<size_t> k_row_bytes_, v_row_bytes_;  // per layer (backend::kv_row_bytes)
   std::vector<std::vector<uint8_t>> k_, v_;      // per layer: n_blocks * block_size rows
   std::vector<std::vector<int32_t>> tables_;     // per sequence: physical block per logical block
   std::vector<int32_t> lengths_;

@@ -76,6 +76,7 @@ void kernel_attention(KernelArgs& a) {
   if (int64_t(a.ctx.batch.size()) != T) loom::fail("%{}: attention after rows were dropped", a.op.result);
   KvStore& kv = a.ctx.kv;
   const KvElem elem = kv.elem();
+  if (elem == KvElem::q8_0) loom::fail("%{}: the reference backend has no q8_0 KV cache yet (--kv-type f16)", a.op.result);
 
   for (int64_t t = 0; t < T; ++t) {
     const int32_t s = a.ctx.batch.seq(t);

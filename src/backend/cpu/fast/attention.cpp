@@ -254,6 +254,7 @@ void run_attention(const Step& s, Exec& e) {
   float* out = e.value(s.out);
   KvStore& kv = e.kv;
   const KvElem elem = kv.elem();
+  if (elem == KvElem::q8_0) loom::fail("%{}: the fast CPU backend has no q8_0 KV cache yet (--kv-type f16)", s.op->result);
   const size_t esz = elem == KvElem::f16 ? 2 : 4;
   const int64_t kw = a.n_kv * a.head_dim, vw = a.n_kv * a.value_dim, qw = a.n_head * a.head_dim, ow = a.n_head * a.value_dim;
 
