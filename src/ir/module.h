@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -116,7 +117,12 @@ struct ScheduleEntry {
   std::string opcode;    // empty for a global entry
   std::string selector;  // glob over weight operands, e.g. "blk*.w*"; empty for global
   Attrs settings;        // for a global entry: exactly one setting
-  bool operator==(const ScheduleEntry&) const = default;
+  // Where each setting's name was read (line, col), parallel to settings; empty when built in
+  // memory. Not part of equality, as Op::line is not.
+  std::vector<std::pair<int, int>> setting_pos;
+  bool operator==(const ScheduleEntry& o) const {
+    return opcode == o.opcode && selector == o.selector && settings == o.settings;
+  }
 };
 
 struct Module {

@@ -169,12 +169,13 @@ class Parser {
     return a;
   }
 
-  Attrs attr_dict() {
+  Attrs attr_dict(std::vector<std::pair<int, int>>* positions = nullptr) {
     expect_punct('{');
     Attrs as;
     if (!peek().is('}')) {
       for (;;) {
         const Token& at = peek();
+        if (positions) positions->push_back({at.line, at.col});
         Attr a = attr();
         if (find_attr(as, a.name)) fail(at, fmt::format("attribute '{}' is given twice", a.name));
         as.push_back(std::move(a));
@@ -307,6 +308,8 @@ class Parser {
     if (!peek().is('}')) {
       for (;;) {
         ScheduleEntry e;
+        const Token& at = peek();
+        const std::pair<int, int> name_pos{at.line, at.col};
         std::string name = ident("a schedule entry (opcode(@selector) = {...} or option = value)");
         if (peek().is('(')) {
           next();
@@ -315,14 +318,15 @@ class Parser {
           expect_punct(')');
           expect_punct('=');
           e.opcode = std::move(name);
-          e.settings = attr_dict();
+          e.settings = attr_dict(&e.setting_pos);
         } else {
           expect_punct('=');
           if (peek().is('{')) {
             e.opcode = std::move(name);
-            e.settings = attr_dict();
+            e.settings = attr_dict(&e.setting_pos);
           } else {
             e.settings.push_back({std::move(name), attr_value()});
+            e.setting_pos.push_back(name_pos);
           }
         }
         out.push_back(std::move(e));

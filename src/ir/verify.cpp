@@ -68,6 +68,7 @@ class Verifier {
       if (d.lo < 0 || d.lo > d.hi) fail_here(fmt::format("{}: bounds [{}, {}] are not 0 <= lo <= hi", where, d.lo, d.hi));
     }
     seen.clear();
+    std::map<std::string_view, std::string_view> tensors;  // GGUF name -> weight
     for (const auto& w : m_.weights) {
       const std::string where = "weight @" + w.name;
       if (!is_valid_name(w.name)) fail_here(where + ": not a valid name");
@@ -78,11 +79,16 @@ class Verifier {
           fail_here(fmt::format("{}: extents must be static and > 0, type is {}", where, print_type(w.type)));
       if (w.type.elem == Elem::i32) fail_here(where + ": weights are float or quantized, not i32");
       if (w.gguf_name.empty()) fail_here(where + ": empty GGUF tensor name");
+      // One tensor, one weight: a program that reads a tensor twice names it once (tied
+      // embeddings use @tok_embd in the output matmul), so bindings stay one-to-one.
+      if (auto [it, fresh] = tensors.emplace(w.gguf_name, w.name); !fresh)
+        fail_here(fmt::format("{}: GGUF tensor \"{}\" is already bound to @{}", where, w.gguf_name, it->second));
     }
     seen.clear();
     for (const auto& f : m_.funcs) {
       if (!is_valid_name(f.name)) fail_here(fmt::format("func @{}: not a valid name", f.name));
       if (!seen.insert(f.name).second) fail_here(fmt::format("func @{} is defined twice", f.name));
+      if (f.name == "step") step_signature(f);
       func(f);
     }
     schedule();
@@ -172,6 +178,41 @@ class Verifier {
         fail_here(fmt::format("{}: return %{} is {} but the function declares {}", fname, f.results[i],
                               print_type(*it->second), print_type(f.result_types[i])));
     }
+  }
+
+  // The contract every backend runs @step under: (%tok: tensor<Rxi32>, %pos: tensor<Rxi32>) ->
+  // logits, at least one row per step; token ids feed only embed, positions only rope and
+  // attention (an embed of positions or an attention fed token ids would run, into garbage).
+  void step_signature(const Func& f) const {
+    const std::string fname = "func @step";
+    if (f.params.size() != 2)
+      fail_here(fmt::format("{} must take (%tok, %pos), has {} parameters", fname, f.params.size()));
+    for (const auto& p : f.params) {
+      if (p.type.elem != Elem::i32 || p.type.shape.size() != 1)
+        fail_here(fmt::format("{}: parameter %{} must be a 1-D i32 tensor, is {}", fname, p.name, print_type(p.type)));
+      const Dim& d = p.type.shape[0];
+      const SymDim* sd = d.is_static() ? nullptr : m_.find_dim(d.sym);
+      if (d.is_static() ? d.value < 1 : (sd && sd->lo < 1))
+        fail_here(fmt::format("{}: parameter %{} has rows {}, but a step holds at least one token (dim {} in [{}, {}])",
+                              fname, p.name, d.is_static() ? std::to_string(d.value) : d.sym, d.sym,
+                              sd ? sd->lo : 0, sd ? sd->hi : 0));
+    }
+    if (f.result_types.size() != 1)
+      fail_here(fmt::format("{} must return the logits only, declares {} results", fname, f.result_types.size()));
+    const std::string& tok = f.params[0].name;
+    const std::string& pos = f.params[1].name;
+    for (const auto& op : f.body)
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        const Operand& o = op.operands[i];
+        if (o.kind != Operand::Kind::value || (o.name != tok && o.name != pos)) continue;
+        const bool ok = o.name == tok ? op.opcode == "embed" && i == 1
+                                      : (op.opcode == "rope" && i == 1) || (op.opcode == "attention" && i == 3);
+        if (!ok)
+          fail_here(fmt::format("op %{} ({}): operand {} is %{}, the step's {}, which only {} read", op.result,
+                                op.opcode, i + 1, o.name, o.name == tok ? "token ids" : "positions",
+                                o.name == tok ? "embed's index operand may" : "rope's and attention's positions"),
+                    op.line);
+      }
   }
 
   // Two attention ops may share a KV layer (cache sharing) only with the same geometry.

@@ -314,7 +314,7 @@ ir::Module Program::finish(const Operand& logits) {
   step_.result_types = {rows_of(width(logits))};
   m_.funcs.push_back(std::move(step_));
   // threads = 0: all cores. The tuner rewrites this section; the graph above never reads it.
-  m_.schedule.push_back({"", "", {{"threads", int64_t(0)}}});
+  m_.schedule.push_back({"", "", {{"threads", int64_t(0)}}, {}});
   return std::move(m_);
 }
 

@@ -139,6 +139,18 @@ const std::vector<Case> kCases = {
     {"schedule_twice_set", 11, "  }\n  schedule { threads = 2, threads = 4 }", {"option 'threads' is set twice"}},
     {"schedule_missing_value", 11, "  }\n  schedule { threads = }",
      {"t.loom:12:24:", "expected an attribute value", "found '}'"}},
+    // What a backend would refuse or run into garbage, the verifier refuses first.
+    {"embed_of_positions", 7, "    %x = embed @emb, %pos : tensor<Tx8xf32>",
+     {"t.loom:7:", "operand 2 is %pos, the step's positions"}},
+    {"attention_fed_token_ids", 8, after8("    %a = attention %h, %h, %h, %tok {layer = 0, n_head = 2, n_kv_head = 2, "
+                                          "head_dim = 4, value_dim = 4, scale = 0.5} : tensor<Tx8xf32>"),
+     {"t.loom:9:", "operand 4 is %tok, the step's token ids"}},
+    {"empty_step", 2, "  dim T in [0, 0]", {"parameter %tok has rows T", "at least one token"}},
+    {"two_weights_one_tensor", 5, "  weight @w : tensor<4x8xq4_0> = gguf \"n\"",
+     {"weight @w: GGUF tensor \"n\" is already bound to @n"}},
+    {"step_three_params", 6,
+     "  func @step(%tok: tensor<Txi32>, %pos: tensor<Txi32>, %z: tensor<Txi32>) -> tensor<Tx4xf32> {",
+     {"func @step must take (%tok, %pos), has 3 parameters"}},
     {"bad_list", 8, "    %h = rms_norm %x, @n {eps = [1, 2.5]} : tensor<Tx8xf32>",
      {"t.loom:8:37:", "expected an integer in the list", "number 2.5"}},
 };

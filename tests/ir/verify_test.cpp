@@ -97,7 +97,7 @@ TEST(Schedule, WarningsForSelectorsThatMatchNothing) {
 
 TEST(Schedule, GlobalEntriesHoldOneSetting) {
   ir::Module m = ir::parse(kProgram, "m.loom");
-  m.schedule.push_back({"", "", {{"a", int64_t(1)}, {"b", int64_t(2)}}});
+  m.schedule.push_back({"", "", {{"a", int64_t(1)}, {"b", int64_t(2)}}, {}});
   EXPECT_THROW(ir::verify(m), loom::Error);
 }
 
