@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/kv_store.h"
+#include "backend/schedule.h"
 #include "gguf/file.h"
 #include "ir/module.h"
 
@@ -69,6 +70,9 @@ class Plan {
   // The KV geometry the plan's attention ops need, one entry per cache layer.
   virtual const std::vector<KvLayerShape>& kv_layers() const = 0;
   virtual int threads() const = 0;
+  // The effective choices, one line each: global options, then per op (kernel and layout of
+  // each matmul, grouping, attention split), for `loom check --explain` and tests.
+  virtual std::vector<std::string> explain() const = 0;
 };
 
 class Backend {
@@ -76,6 +80,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual bool supports(const ir::Op& op) const = 0;
+  // Every schedule key compile reads (backend/schedule.h); compile rejects any other.
+  virtual const std::vector<ScheduleKey>& schedule_keys() const = 0;
   // Throws loom::Error naming the first unsupported op or unbindable weight.
   virtual std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& weights,
                                         const CompileOptions& opts) const = 0;
