@@ -30,7 +30,7 @@ ir::Op make_op(std::string code, int n_in, int64_t cols, ir::Attrs at) {
 Tensor run(Harness& h, const ir::Op& op, std::vector<const Tensor*> in, int64_t rows) {
   Tensor out{rows, op.type.shape[1].value, {}, {}};
   KernelArgs a{op, in, std::vector<const gguf::TensorInfo*>(in.size()), std::vector<const float*>(in.size()), out, h.ctx};
-  find_kernel(op.opcode)(a);
+  kernel_for(*passes::opcode_of(op.opcode))(a);
   return out;
 }
 }  // namespace

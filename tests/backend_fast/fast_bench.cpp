@@ -4,7 +4,7 @@
 //       tg: N single-token decode steps after a one-token prompt (best and median of R runs).
 //   loom-fast-bench MODEL --logits "t0 t1 ..." OUT.f32 [--backend ...]
 //       every position's logits of one prefill, row-major f32, for comparisons with llama.cpp.
-//   LOOM_FAST_PROFILE=1 prints time per step kind (fast backend only).
+//   --profile prints time per step kind (fast backend only: its `profile` schedule key).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,11 +23,12 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) try {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: loom-fast-bench MODEL [--backend B] [--threads N] [--reps R] [--pp N] [--tg N] [--logits TOKENS OUT]\n");
+    std::fprintf(stderr, "usage: loom-fast-bench MODEL [--backend B] [--threads N] [--reps R] [--pp N] [--tg N] [--logits TOKENS OUT] [--profile]\n");
     return 2;
   }
   std::string model_path = argv[1], backend_name = "cpu", logit_tokens, logit_out;
   int threads = 2, reps = 3, pp = 512, tg = 128;
+  bool profile = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : (loom::fail("{} needs a value", a), std::string()); };
@@ -37,9 +38,11 @@ int main(int argc, char** argv) try {
     else if (a == "--pp") pp = std::stoi(next());
     else if (a == "--tg") tg = std::stoi(next());
     else if (a == "--logits") logit_tokens = next(), logit_out = next();
+    else if (a == "--profile") profile = true;
     else loom::fail("unknown argument {}", a);
   }
   auto model = runtime::load_model(model_path);
+  if (profile) model.module.schedule.push_back({"", "", {{"profile", true}}, {}});
   auto ws = backend::WeightSource::bind(model.module, *model.file);
   auto plan = backend::make_backend(backend_name)->compile(model.module, ws, {threads});
   const int64_t V = plan->vocab_size();

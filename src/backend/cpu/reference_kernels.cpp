@@ -1,18 +1,24 @@
 #include "backend/cpu/reference_kernels.h"
 
-#include <utility>
 
 namespace loom::backend::cpu {
 
-Kernel find_kernel(std::string_view opcode) {
-  static const std::pair<std::string_view, Kernel> table[] = {
-      {"embed", kernel_embed},       {"rms_norm", kernel_rms_norm}, {"matmul", kernel_matmul},
-      {"add", kernel_add},           {"mul", kernel_mul},           {"scale", kernel_scale},
-      {"softcap", kernel_softcap},   {"swiglu", kernel_swiglu},     {"geglu", kernel_geglu},
-      {"slice", kernel_slice},       {"rope", kernel_rope},         {"attention", kernel_attention},
-  };
-  for (const auto& [name, k] : table)
-    if (name == opcode) return k;
+Kernel kernel_for(passes::Opcode c) {
+  using passes::Opcode;
+  switch (c) {
+    case Opcode::embed: return kernel_embed;
+    case Opcode::rms_norm: return kernel_rms_norm;
+    case Opcode::matmul: return kernel_matmul;
+    case Opcode::add: return kernel_add;
+    case Opcode::mul: return kernel_mul;
+    case Opcode::scale: return kernel_scale;
+    case Opcode::softcap: return kernel_softcap;
+    case Opcode::swiglu: return kernel_swiglu;
+    case Opcode::geglu: return kernel_geglu;
+    case Opcode::slice: return kernel_slice;
+    case Opcode::rope: return kernel_rope;
+    case Opcode::attention: return kernel_attention;
+  }
   return nullptr;
 }
 

@@ -1,5 +1,5 @@
-// The reference CPU executor's kernels: one function per ir op, looked up by opcode in a
-// table (reference_kernels.cpp). Activations are fp32, row-major [rows x cols]; weights are
+// The reference CPU executor's kernels: one function per ir op, looked up by Opcode
+// (reference_kernels.cpp). Activations are fp32, row-major [rows x cols]; weights are
 // read from the GGUF mapping in their stored type. Semantics follow ir/ops.h; the arithmetic
 // (activation quantizers, dot and attention accumulation orders, exp, SiLU) is llama.cpp's x86
 // CPU backend's, written as scalar code in quant/ggml_order.h, so the reference's logits can
@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/thread_pool.h"
+#include "passes/lowering.h"
 
 namespace loom::backend::cpu {
 
@@ -39,8 +40,8 @@ struct KernelArgs {
 
 using Kernel = void (*)(KernelArgs&);
 
-// nullptr when the reference backend has no kernel for `opcode`.
-Kernel find_kernel(std::string_view opcode);
+// The kernel of an op (every op of ir/ops.h has one).
+Kernel kernel_for(passes::Opcode c);
 
 // Kernels, by file.
 void kernel_embed(KernelArgs&);      // reference_pointwise.cpp

@@ -4,15 +4,15 @@
 // logits are not wanted are dropped there (a decode step computes the vocabulary projection
 // for one row, not for the whole prompt).
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <map>
 
 #include "backend/cpu/reference.h"
 #include "backend/cpu/reference_kernels.h"
+#include "backend/cpu/value_dump.h"
 #include "common/error.h"
+#include "passes/lowering.h"
 #include "quant/quant.h"
 
 namespace loom::backend::cpu {
@@ -30,19 +30,35 @@ struct CompiledOp {
   std::vector<int> free_after;                    // slots whose last use is this op
 };
 
+// The reference backend's schedule keys: the thread count, and the dump of every value.
+const std::vector<ScheduleKey>& reference_keys() {
+  using Type = ScheduleKey::Type;
+  static const std::vector<ScheduleKey> keys = {
+      {"", "threads", Type::integer, 0, 1024, {}, int64_t(0), "worker threads (0: the hardware's concurrency)"},
+      {"", "dump_dir", Type::text, 0, 0, {}, std::string(),
+       "diagnosis: write every op's result as <dir>/<value>.f32 each step (empty: off)"},
+  };
+  return keys;
+}
+
+struct ReferenceOptions {
+  int threads = 0;
+  std::string dump_dir;
+};
+
 class ReferencePlan final : public Plan {
  public:
-  ReferencePlan(const ir::Module& m, const WeightSource& ws, int threads);
+  ReferencePlan(const ir::Module& m, const WeightSource& ws, const ReferenceOptions& o);
   void run(const StepBatch& batch, KvStore& kv, float* logits_out) override;
   int64_t vocab_size() const override { return vocab_; }
   const std::vector<KvLayerShape>& kv_layers() const override { return layers_; }
   int threads() const override { return pool_.size(); }
+  std::vector<std::string> explain() const override;
 
  private:
   const float* dense_of(const gguf::TensorInfo* t);
-  void dump(const ir::Op& op, const Tensor& out) const;
   ThreadPool pool_;
-  const char* dump_dir_ = std::getenv("LOOM_DUMP_DIR");  // debugging: every value, as raw f32
+  std::string dump_dir_;
   std::vector<CompiledOp> ops_;
   std::vector<KvLayerShape> layers_;
   std::map<const gguf::TensorInfo*, std::vector<float>> dense_;  // small weights as f32
@@ -51,17 +67,6 @@ class ReferencePlan final : public Plan {
   bool has_mixing_ = false;
   int64_t vocab_ = 0;
 };
-
-// LOOM_DUMP_DIR=dir writes each op's result as dir/<name>.f32 (rows x cols, row-major, the last
-// step's values overwrite the earlier ones) for comparing a run with another engine's tensors.
-void ReferencePlan::dump(const ir::Op& op, const Tensor& out) const {
-  if (out.f.empty()) return;
-  const std::string path = std::string(dump_dir_) + "/" + op.result + ".f32";
-  if (FILE* f = std::fopen(path.c_str(), "wb")) {
-    std::fwrite(out.f.data(), sizeof(float), out.f.size(), f);
-    std::fclose(f);
-  }
-}
 
 // 1-D weights (norms, biases, rope frequency factors) are dequantized once at compile time.
 const float* ReferencePlan::dense_of(const gguf::TensorInfo* t) {
@@ -75,59 +80,41 @@ const float* ReferencePlan::dense_of(const gguf::TensorInfo* t) {
   return it->second.data();
 }
 
-ReferencePlan::ReferencePlan(const ir::Module& m, const WeightSource& ws, int threads) : pool_(threads) {
-  const ir::Func* f = m.find_func("step");
-  if (!f) loom::fail("module @{} has no func @step", m.name);
-  if (f->params.size() != 2) loom::fail("@step must take (%tok, %pos), has {} parameters", f->params.size());
-  if (f->results.size() != 1) loom::fail("@step must return the logits only, returns {} values", f->results.size());
-  std::map<std::string, int, std::less<>> slots;
-  for (const auto& p : f->params) {
-    if (p.type.elem != ir::Elem::i32) loom::fail("@step parameter %{} must be i32", p.name);
-    slots[p.name] = n_slots_++;
-  }
-  std::vector<int> last_use;
-  for (size_t oi = 0; oi < f->body.size(); ++oi) {
-    const ir::Op& op = f->body[oi];
-    CompiledOp c{&op, find_kernel(op.opcode), {}, {}, {}, -1, 0, {}};
-    if (!c.kernel) loom::fail("line {}: op {} is not supported by the reference CPU backend", op.line, op.opcode);
-    for (const auto& o : op.operands) {
-      if (o.kind == ir::Operand::Kind::weight) {
-        const gguf::TensorInfo* t = ws.at(o.name).tensor;
-        if (!loom::quant::is_supported(t->type))
-          loom::fail("weight @{}: element type {} has no reference kernel", o.name, gguf::type_name(t->type));
-        c.slot.push_back(-1);
-        c.weight.push_back(t);
-        c.dense.push_back(dense_of(t));
-      } else {
-        auto it = slots.find(o.name);
-        if (it == slots.end()) loom::fail("line {}: %{} used before it is defined", op.line, o.name);
-        c.slot.push_back(it->second);
-        c.weight.push_back(nullptr);
-        c.dense.push_back(nullptr);
-        if (size_t(it->second) >= last_use.size()) last_use.resize(it->second + 1, -1);
-        last_use[it->second] = int(oi);
-      }
-    }
-    if (op.type.shape.size() != 2 || !op.type.shape[1].is_static())
-      loom::fail("line {}: %{} must be [T x N] with a static N", op.line, op.result);
-    if (slots.count(op.result)) loom::fail("line {}: %{} defined twice", op.line, op.result);
-    c.out_slot = slots[op.result] = n_slots_++;
-    c.out_cols = op.type.shape[1].value;
-    if (op.opcode == "attention") {
-      last_mixing_ = oi;
-      has_mixing_ = true;
+ReferencePlan::ReferencePlan(const ir::Module& m, const WeightSource& ws, const ReferenceOptions& o)
+    : pool_(o.threads), dump_dir_(o.dump_dir) {
+  const passes::Lowering low = passes::lower(m);
+  tok_slot_ = low.tokens;
+  pos_slot_ = low.positions;
+  n_slots_ = int(low.cols.size());
+  for (const auto& lo : low.ops) {
+    CompiledOp c{lo.op, kernel_for(lo.code), {}, {}, {}, lo.out, lo.cols, {}};
+    for (const auto& r : lo.in) {
+      const gguf::TensorInfo* t = r.weight ? ws.at(r.weight->name).tensor : nullptr;
+      if (t && !loom::quant::is_supported(t->type))
+        loom::fail("weight @{}: element type {} has no reference kernel", r.weight->name, gguf::type_name(t->type));
+      c.slot.push_back(r.value);
+      c.weight.push_back(t);
+      c.dense.push_back(t ? dense_of(t) : nullptr);
     }
     ops_.push_back(std::move(c));
   }
-  auto rit = slots.find(f->results[0]);
-  if (rit == slots.end()) loom::fail("@step returns %{} which is not defined", f->results[0]);
-  result_slot_ = rit->second;
-  last_use.resize(n_slots_, -1);
+  has_mixing_ = low.has_mixing();
+  last_mixing_ = has_mixing_ ? size_t(low.last_mixing) : 0;
+  result_slot_ = low.result;
+  const std::vector<int> last_use = passes::last_use(low);
   for (int s = 0; s < n_slots_; ++s)
     if (s != result_slot_ && last_use[s] >= 0) ops_[last_use[s]].free_after.push_back(s);
-  for (const auto& c : ops_)
-    if (c.out_slot == result_slot_) vocab_ = c.out_cols;
+  vocab_ = low.cols[result_slot_];
   layers_ = kv_layers_of(m);
+}
+
+std::vector<std::string> ReferencePlan::explain() const {
+  std::vector<std::string> out = {fmt::format("backend cpu-ref: threads {}, {} ops run one by one in program order, "
+                                              "dump_dir {}", pool_.size(), ops_.size(), dump_dir_.empty() ? "off" : dump_dir_)};
+  out.push_back(has_mixing_ ? fmt::format("rows whose logits are not wanted are dropped after op {} (%{})", last_mixing_,
+                                          ops_[last_mixing_].op->result)
+                            : "no attention: rows whose logits are not wanted are dropped before op 0");
+  return out;
 }
 
 void ReferencePlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
@@ -170,7 +157,7 @@ void ReferencePlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) 
     c.kernel(args);
     if (out.f.size() != size_t(out.rows * out.cols) && out.i.empty())
       loom::fail("%{}: kernel produced {} values for {}x{}", c.op->result, out.f.size(), out.rows, out.cols);
-    if (dump_dir_) dump(*c.op, out);
+    if (!dump_dir_.empty() && !out.f.empty()) dump_value(dump_dir_, c.op->result, out.f.data(), out.rows, out.cols, size_t(out.cols) * sizeof(float));
     for (int s : c.free_after) values[s] = Tensor{};
     if (has_mixing_ && oi == last_mixing_) drop_rows();
   }
@@ -182,15 +169,15 @@ void ReferencePlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) 
 class ReferenceBackend final : public Backend {
  public:
   std::string name() const override { return "cpu-reference"; }
-  bool supports(const ir::Op& op) const override { return find_kernel(op.opcode) != nullptr; }
+  bool supports(const ir::Op& op) const override { return passes::opcode_of(op.opcode).has_value(); }
+  const std::vector<ScheduleKey>& schedule_keys() const override { return reference_keys(); }
   std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& ws, const CompileOptions& opts) const override {
-    int threads = opts.threads;
-    if (threads <= 0)
-      for (const auto& e : m.schedule)
-        if (e.opcode.empty())
-          if (const ir::Attr* a = ir::find_attr(e.settings, "threads"); a && std::holds_alternative<int64_t>(a->value))
-            threads = int(std::get<int64_t>(a->value));
-    return std::make_unique<ReferencePlan>(m, ws, threads);
+    check_schedule(m, reference_keys(), "cpu-ref");
+    const ScheduleReader r(m, reference_keys());
+    ReferenceOptions o;
+    o.threads = opts.threads > 0 ? opts.threads : int(r.integer("threads"));
+    o.dump_dir = r.text("dump_dir");
+    return std::make_unique<ReferencePlan>(m, ws, o);
   }
 };
 

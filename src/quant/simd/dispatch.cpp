@@ -1,8 +1,8 @@
-// Run-time choice of the kernel level (CPUID, capped by LOOM_ISA or force_isa), argument
+// Run-time choice of the kernel level (CPUID, capped by force_isa: the fast backend's `isa`
+// schedule key), argument
 // checks, and the scalar level: quant::vec_dot per output element, the definition itself.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -34,25 +34,13 @@ Isa detect() {
   return Isa::scalar;
 }
 
-Isa env_cap(Isa best) {
-  const char* e = std::getenv("LOOM_ISA");
-  if (!e || !*e) return best;
-  const std::string_view s(e);
-  Isa want;
-  if (s == "scalar") want = Isa::scalar;
-  else if (s == "avx2") want = Isa::avx2;
-  else if (s == "avx512" || s == "avx512vnni") want = Isa::avx512;
-  else fail("LOOM_ISA='{}': expected scalar, avx2 or avx512", s);
-  return std::min(want, best);
-}
-
 Isa best_level() {
   static const Isa best = detect();
   return best;
 }
 
 std::atomic<int>& level() {
-  static std::atomic<int> l{int(env_cap(best_level()))};
+  static std::atomic<int> l{int(best_level())};
   return l;
 }
 

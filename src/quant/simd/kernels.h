@@ -26,8 +26,8 @@
 // Q2_K and Q3_K run the scalar reference at every ISA level. Other types throw loom::Error.
 //
 // ISA: chosen once from CPUID (AVX-512 F/BW/VL/VNNI -> "avx512vnni", AVX2+FMA+F16C -> "avx2",
-// otherwise "scalar"). LOOM_ISA=scalar|avx2|avx512 in the environment caps it at a lower level
-// (for tests and A/B runs); force_isa does the same from code.
+// otherwise "scalar"). force_isa caps it at a lower level (the fast backend's `isa` schedule
+// key, tests and A/B runs); nothing in the environment changes it.
 #pragma once
 #include <cstddef>
 #include <cstdint>

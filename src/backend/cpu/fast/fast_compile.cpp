@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "backend/cpu/fast/fast_plan.h"
+#include "passes/lowering.h"
 #include "common/error.h"
 #include "quant/quant.h"
 #include "quant/simd/kernels.h"
@@ -20,34 +20,26 @@ namespace loom::backend::cpu::fast {
 
 namespace {
 
-constexpr int kTok = 0, kPos = 1;        // value ids of the @step parameters
-constexpr int kGroupLookback = 6;        // steps back a matmul may join a group reading its input
-constexpr size_t kMaxGroupParts = 8;
-
-StepKind kind_of(const std::string& opcode, int line) {
-  static const std::pair<const char*, StepKind> table[] = {
-      {"embed", StepKind::embed},     {"rms_norm", StepKind::rms_norm}, {"add", StepKind::add},
-      {"mul", StepKind::mul},         {"scale", StepKind::scale},       {"softcap", StepKind::softcap},
-      {"swiglu", StepKind::swiglu},   {"geglu", StepKind::geglu},       {"slice", StepKind::slice},
-      {"rope", StepKind::rope},       {"attention", StepKind::attention}, {"matmul", StepKind::matmul},
-  };
-  for (const auto& [name, k] : table)
-    if (opcode == name) return k;
-  loom::fail("line {}: op {} is not supported by the fast CPU backend", line, opcode);
+StepKind kind_of(passes::Opcode c) {
+  using passes::Opcode;
+  switch (c) {
+    case Opcode::embed: return StepKind::embed;
+    case Opcode::rms_norm: return StepKind::rms_norm;
+    case Opcode::matmul: return StepKind::matmul;
+    case Opcode::add: return StepKind::add;
+    case Opcode::mul: return StepKind::mul;
+    case Opcode::scale: return StepKind::scale;
+    case Opcode::softcap: return StepKind::softcap;
+    case Opcode::swiglu: return StepKind::swiglu;
+    case Opcode::geglu: return StepKind::geglu;
+    case Opcode::slice: return StepKind::slice;
+    case Opcode::rope: return StepKind::rope;
+    case Opcode::attention: return StepKind::attention;
+  }
+  loom::fail("opcode {} has no fast CPU step", int(c));
 }
 
 int64_t round64(int64_t x) { return (x + 63) / 64 * 64; }
-
-// Matmul weights of the types with an x8 layout are repacked into it when the AVX-512 kernels
-// run (quant/simd/packed.h; decode GEMV 1.3-2x faster per thread). LOOM_FAST_PACK=0 keeps the
-// stored rows.
-bool pack_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("LOOM_FAST_PACK");
-    return !(e && std::string(e) == "0");
-  }();
-  return on && loom::quant::simd::isa() == loom::quant::simd::Isa::avx512;
-}
 
 // Once a weight lives on as x8 groups, its stored rows are only read again by the odd embedding
 // lookup: MADV_PAGEOUT lets the kernel reclaim them (clean file pages of the model mapping)
@@ -75,53 +67,41 @@ const float* FastPlan::dense_of(const gguf::TensorInfo* t) {
   return it->second.data();
 }
 
-FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : pool_(threads) {
-  const ir::Func* f = m.find_func("step");
-  if (!f) loom::fail("module @{} has no func @step", m.name);
-  if (f->params.size() != 2) loom::fail("@step must take (%tok, %pos), has {} parameters", f->params.size());
-  if (f->results.size() != 1) loom::fail("@step must return the logits only, returns {} values", f->results.size());
-  std::map<std::string, int, std::less<>> ids;
-  std::vector<int64_t> cols;
-  for (const auto& p : f->params) {
-    if (p.type.elem != ir::Elem::i32) loom::fail("@step parameter %{} must be i32", p.name);
-    ids[p.name] = int(cols.size());
-    cols.push_back(1);
-  }
-  size_t last_attn = f->body.size();
-  for (size_t oi = 0; oi < f->body.size(); ++oi)
-    if (f->body[oi].opcode == "attention") last_attn = oi;
-  has_mixing_ = last_attn < f->body.size();
+FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, const FastOptions& o) : opt_(o), pool_(o.threads) {
+  namespace simd = loom::quant::simd;
+  simd::force_isa(opt_.isa);  // packing and the kernels below read the level
+  packed_arena_.huge_pages = opt_.huge_pages;
+  const passes::Lowering low = passes::lower(m);
+  const ScheduleReader sched(m, fast_schedule_keys());
+  const std::vector<int64_t>& cols = low.cols;
+  const int kTok = low.tokens, kPos = low.positions;
+  has_mixing_ = low.has_mixing();
+  const size_t last_attn = has_mixing_ ? size_t(low.last_mixing) : low.ops.size();
+  auto tensor_of = [&](const passes::LoweredOp& lo, size_t i) -> const gguf::TensorInfo* {
+    return lo.in[i].weight ? ws.at(lo.in[i].weight->name).tensor : nullptr;
+  };
+  passes::GroupRules rules{opt_.group_lookback, opt_.group_parts, [&](const passes::LoweredOp& a, const passes::LoweredOp& b) {
+    return simd::act_type(tensor_of(a, 1)->type) == simd::act_type(tensor_of(b, 1)->type);
+  }};
+  const std::vector<int> leader = passes::group_matmuls(low, rules);
+  std::vector<int> step_of(low.ops.size(), -1);
 
-  for (size_t oi = 0; oi < f->body.size(); ++oi) {
-    const ir::Op& op = f->body[oi];
-    const StepKind kind = kind_of(op.opcode, op.line);
-    if (op.type.shape.size() != 2 || !op.type.shape[1].is_static())
-      loom::fail("line {}: %{} must be [T x N] with a static N", op.line, op.result);
-    if (ids.count(op.result)) loom::fail("line {}: %{} defined twice", op.line, op.result);
+  for (size_t oi = 0; oi < low.ops.size(); ++oi) {
+    const passes::LoweredOp& lo = low.ops[oi];
+    const ir::Op& op = *lo.op;
+    const StepKind kind = kind_of(lo.code);
     Step s;
     s.kind = kind;
     s.op = &op;
-    s.cols = op.type.shape[1].value;
-    std::vector<const gguf::TensorInfo*> w(op.operands.size(), nullptr);
-    for (size_t i = 0; i < op.operands.size() && i < 4; ++i) {
-      const auto& o = op.operands[i];
-      if (o.kind == ir::Operand::Kind::weight) {
-        w[i] = ws.at(o.name).tensor;
+    s.cols = lo.cols;
+    std::vector<const gguf::TensorInfo*> w(lo.in.size(), nullptr);
+    for (size_t i = 0; i < lo.in.size() && i < 4; ++i) {
+      if ((w[i] = tensor_of(lo, i))) {
         if (!loom::quant::is_supported(w[i]->type))
-          loom::fail("weight @{}: element type {} has no kernel", o.name, gguf::type_name(w[i]->type));
+          loom::fail("weight @{}: element type {} has no kernel", lo.in[i].weight->name, gguf::type_name(w[i]->type));
         continue;
       }
-      auto it = ids.find(o.name);
-      if (it == ids.end()) loom::fail("line {}: %{} used before it is defined", op.line, o.name);
-      s.in[i] = it->second;
-    }
-    // Which operand may be a parameter: tokens for embed, positions for rope and attention.
-    for (int i = 0; i < 4; ++i) {
-      const int v = s.in[i];
-      if (v != kTok && v != kPos) continue;
-      const bool ok = (kind == StepKind::embed && i == 1 && v == kTok) ||
-                      ((kind == StepKind::rope && i == 1) || (kind == StepKind::attention && i == 3));
-      if (!ok) loom::fail("line {}: %{} cannot read the i32 parameter as an activation", op.line, op.result);
+      s.in[i] = lo.in[i].value;
     }
     auto need_value = [&](int i) {
       if (s.in[i] < 0) loom::fail("line {}: %{}: operand {} must be a value", op.line, op.result, i + 1);
@@ -132,11 +112,10 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
         loom::fail("%{}: {} must be a weight vector of {} elements", op.result, what, n);
     };
     if (s.in[0] >= 0) s.in_cols = cols[s.in[0]];
-    const auto& at = op.attrs;
     switch (kind) {
       case StepKind::embed:
         if (!w[0]) loom::fail("%{}: embed needs a weight table as its first operand", op.result);
-        need_value(1);
+        if (need_value(1), s.in[1] != kTok) loom::fail("%{}: embed reads the %tok parameter", op.result);
         s.table = w[0];
         if (int64_t(w[0]->row_elems()) != s.cols)
           loom::fail("%{}: table rows have {} elements, result has {}", op.result, w[0]->row_elems(), s.cols);
@@ -148,7 +127,7 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
         vector_weight(1, s.group, "the norm weight");
         if (s.group <= 0 || s.in_cols % s.group || s.cols != s.in_cols)
           loom::fail("%{}: norm group {} does not divide row width {}", op.result, s.group, s.in_cols);
-        s.f0 = float(ir::attr_float(at, "eps"));
+        s.f0 = float(passes::norm_eps(op));
         break;
       }
       case StepKind::add: case StepKind::mul: case StepKind::swiglu: case StepKind::geglu:
@@ -164,27 +143,28 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
         break;
       case StepKind::scale: case StepKind::softcap:
         need_value(0);
-        s.f0 = float(ir::attr_float(at, kind == StepKind::scale ? "factor" : "cap"));
+        s.f0 = float(passes::scalar_attr(op));
         if (kind == StepKind::softcap && !(s.f0 > 0)) loom::fail("%{}: softcap cap must be > 0", op.result);
         break;
-      case StepKind::slice:
+      case StepKind::slice: {
         need_value(0);
-        s.start = ir::attr_int(at, "start");
-        if (s.start < 0 || s.cols <= 0 || s.start + s.cols > s.in_cols || ir::attr_int(at, "size") != s.cols)
+        const passes::SliceAttrs sa = passes::slice_attrs(op);
+        s.start = sa.start;
+        if (s.start < 0 || s.cols <= 0 || s.start + s.cols > s.in_cols || sa.size != s.cols)
           loom::fail("%{}: slice [{}, {}) outside row width {}", op.result, s.start, s.start + s.cols, s.in_cols);
         break;
+      }
       case StepKind::rope: {
         need_value(0);
         need_value(1);
         if (s.in[1] != kPos) loom::fail("%{}: rope positions must be the %pos parameter", op.result);
+        const passes::RopeAttrs ra = passes::rope_attrs(op);
         RopeConfig rc;
-        s.group = ir::attr_int(at, "head_dim");
-        rc.n_rot = ir::attr_int(at, "n_rot");
-        rc.base = float(ir::attr_float(at, "base"));
-        rc.freq_scale = float(ir::attr_float(at, "freq_scale", 1.0));
-        const std::string mode = ir::attr_string(at, "mode", "normal");
-        if (mode != "normal" && mode != "neox") loom::fail("%{}: rope mode \"{}\" (want normal or neox)", op.result, mode);
-        s.f0 = mode == "neox" ? 1.f : 0.f;
+        s.group = ra.head_dim;
+        rc.n_rot = ra.n_rot;
+        rc.base = float(ra.base);
+        rc.freq_scale = float(ra.freq_scale);
+        s.f0 = ra.neox ? 1.f : 0.f;
         if (s.group <= 0 || s.in_cols % s.group) loom::fail("%{}: head_dim {} does not divide width {}", op.result, s.group, s.in_cols);
         if (rc.n_rot <= 0 || rc.n_rot > s.group || rc.n_rot % 2) loom::fail("%{}: n_rot {} invalid for head_dim {}", op.result, rc.n_rot, s.group);
         if (op.operands.size() > 2) {
@@ -206,46 +186,56 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
       case StepKind::attention: {
         for (int i = 0; i < 4; ++i) need_value(i);
         if (s.in[3] != kPos) loom::fail("%{}: attention positions must be the %pos parameter", op.result);
+        const passes::AttentionAttrs aa = passes::attention_attrs(op);
         AttentionSpec& a = s.attn;
-        a.layer = int(ir::attr_int(at, "layer"));
-        a.n_head = ir::attr_int(at, "n_head");
-        a.n_kv = ir::attr_int(at, "n_kv_head");
-        a.head_dim = ir::attr_int(at, "head_dim");
-        a.value_dim = ir::attr_int(at, "value_dim");
-        a.scale = float(ir::attr_float(at, "scale"));
-        a.window = ir::attr_int(at, "window", 0);
-        a.softcap = float(ir::attr_float(at, "softcap", 0.0));
+        a.layer = int(aa.layer);
+        a.n_head = aa.n_head;
+        a.n_kv = aa.n_kv_head;
+        a.head_dim = aa.head_dim;
+        a.value_dim = aa.value_dim;
+        a.scale = float(aa.scale);
+        a.window = aa.window;
+        a.softcap = float(aa.softcap);
+        a.split = int(std::get<int64_t>(sched.for_op("attention", "split", "")));
         if (a.n_kv <= 0 || a.n_head % a.n_kv) loom::fail("%{}: n_head {} is not a multiple of n_kv_head {}", op.result, a.n_head, a.n_kv);
         if (cols[s.in[0]] != a.n_head * a.head_dim || cols[s.in[1]] != a.n_kv * a.head_dim ||
             cols[s.in[2]] != a.n_kv * a.value_dim || s.cols != a.n_head * a.value_dim)
           loom::fail("%{}: q/k/v/result widths {}/{}/{}/{} do not match heads {}x{}, {}x{}/{}", op.result, cols[s.in[0]],
                      cols[s.in[1]], cols[s.in[2]], s.cols, a.n_head, a.head_dim, a.n_kv, a.head_dim, a.value_dim);
+        explain_.push_back(fmt::format("step {}: attention %{}: layer {}, {} heads ({} kv) x {}, decode split {}{}",
+                                       steps_.size(), op.result, a.layer, a.n_head, a.n_kv, a.head_dim, a.split,
+                                       a.split == 0 ? " (auto)" : ""));
         break;
       }
       case StepKind::matmul: {
         need_value(0);
         const gguf::TensorInfo* wt = w[1];
         if (!wt) loom::fail("%{}: matmul takes a value and a weight", op.result);
+        const std::string& wname = op.operands[1].name;
         const int64_t k = int64_t(wt->row_elems()), n = int64_t(wt->rows());
         if (s.in_cols != k)
-          loom::fail("%{}: activation width {} but weight @{} rows have {}", op.result, s.in_cols, op.operands[1].name, k);
-        if (s.cols != n) loom::fail("%{}: weight @{} has {} rows but result width is {}", op.result, op.operands[1].name, n, s.cols);
-        MatmulPart part{wt->type, wt->data, loom::quant::row_size(wt->type, k), n, int(cols.size())};
+          loom::fail("%{}: activation width {} but weight @{} rows have {}", op.result, s.in_cols, wname, k);
+        if (s.cols != n) loom::fail("%{}: weight @{} has {} rows but result width is {}", op.result, wname, n, s.cols);
+        MatmulPart part{wt->type, wt->data, loom::quant::row_size(wt->type, k), n, lo.out};
         part.prefill_type = part.type;
         part.prefill_data = part.data;
         part.prefill_row_bytes = part.row_bytes;
-        if (pack_enabled() && loom::quant::simd::has_packed_layout(wt->type) && n >= loom::quant::simd::kPackRows) {
+        const bool want_packed = std::get<std::string>(sched.for_op("matmul", "layout", wname)) == "packed";
+        const bool want_repack = std::get<bool>(sched.for_op("matmul", "prefill_repack", wname));
+        // The x8 layout has AVX-512 kernels only (quant/simd/packed.h; decode GEMV 1.3-2x faster
+        // per thread).
+        if (want_packed && opt_.isa == simd::Isa::avx512 && simd::has_packed_layout(wt->type) && n >= simd::kPackRows) {
           auto pk = packed_.find(wt);
-          const int64_t prows = n / loom::quant::simd::kPackRows * loom::quant::simd::kPackRows;
-          const size_t gb = loom::quant::simd::packed_group_bytes(wt->type, k);
+          const int64_t prows = n / simd::kPackRows * simd::kPackRows;
+          const size_t gb = simd::packed_group_bytes(wt->type, k);
           if (pk == packed_.end()) {
-            uint8_t* buf = packed_arena_.alloc(gb * size_t(prows / loom::quant::simd::kPackRows));
+            uint8_t* buf = packed_arena_.alloc(gb * size_t(prows / simd::kPackRows));
             // In slices of 64 groups across the pool (packing 1B-class models is seconds of work).
-            const int64_t ng = prows / loom::quant::simd::kPackRows, slice = 64;
+            const int64_t ng = prows / simd::kPackRows, slice = 64;
             pool_.for_each((ng + slice - 1) / slice, [&](int64_t i, int) {
               const int64_t g0 = i * slice, g1 = std::min(ng, g0 + slice);
-              loom::quant::simd::pack_rows(wt->type, wt->data + size_t(g0) * 8 * part.row_bytes, part.row_bytes,
-                                           (g1 - g0) * 8, k, buf + size_t(g0) * gb);
+              simd::pack_rows(wt->type, wt->data + size_t(g0) * 8 * part.row_bytes, part.row_bytes, (g1 - g0) * 8, k,
+                              buf + size_t(g0) * gb);
             });
             // Right away (keeps the peak low), except for embedding tables (tied output
             // weights), which are read a row per token: the embed op comes first in programs.
@@ -259,29 +249,28 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
         }
         auto it = repacked_.find(wt);
         // Packed weights serve prefill too (their few tail rows read the stored format).
-        if (it == repacked_.end() && part.packed_rows == 0)
+        if (it == repacked_.end() && part.packed_rows == 0 && want_repack)
           if (RepackedWeight rw; repack_for_gemm(*wt, rw)) it = repacked_.emplace(wt, std::move(rw)).first;
-        if (it != repacked_.end()) {
+        if (it != repacked_.end() && part.packed_rows == 0 && want_repack) {
           part.prefill_type = it->second.type;
           part.prefill_data = it->second.data.data();
           part.prefill_row_bytes = loom::quant::row_size(it->second.type, k);
         }
-        const gguf::TensorType act = loom::quant::simd::act_type(part.type);
-        // Join an earlier matmul reading the same activation in the same format: running this
-        // one earlier is always valid, since its only value operand is already defined then.
-        const size_t floor = has_mixing_ && oi > last_attn ? size_t(drop_after_ + 1) : 0;
-        Step* join = nullptr;
-        for (size_t b = steps_.size(); b > floor && steps_.size() - b < size_t(kGroupLookback); --b) {
-          Step& c = steps_[b - 1];
-          if (c.kind == StepKind::matmul && c.in[0] == s.in[0] && c.act_type == act && c.parts.size() < kMaxGroupParts) {
-            join = &c;
-            break;
-          }
-        }
-        ids[op.result] = int(cols.size());
-        cols.push_back(s.cols);
-        if (join) {
-          join->parts.push_back(part);
+        const gguf::TensorType act = simd::act_type(part.type);
+        const std::string layout =
+            part.packed_rows ? fmt::format("packed x8 ({} of {} rows)", part.packed_rows, n)
+                             : std::string(want_packed ? "rows (no x8 kernel for this type/ISA)" : "rows");
+        const std::string prefill = part.packed_rows ? "packed"
+                                    : part.prefill_type != part.type
+                                        ? fmt::format("repacked {}", gguf::type_name(part.prefill_type))
+                                        : "rows";
+        step_of[oi] = leader[oi] == int(oi) ? int(steps_.size()) : step_of[leader[oi]];
+        explain_.push_back(fmt::format("step {}: matmul %{} = %{} x @{} ({} {}x{}): layout {}, prefill {}, act {}{}",
+                                       step_of[oi], op.result, op.operands[0].name, wname, gguf::type_name(wt->type), n, k,
+                                       layout, prefill, gguf::type_name(act),
+                                       leader[oi] == int(oi) ? "" : fmt::format(", grouped with %{}", low.ops[leader[oi]].op->result)));
+        if (leader[oi] != int(oi)) {
+          steps_[step_of[oi]].parts.push_back(part);
           continue;
         }
         s.k = k;
@@ -292,32 +281,25 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
         continue;
       }
     }
-    s.out = ids[op.result] = int(cols.size());
-    cols.push_back(s.cols);
+    s.out = lo.out;
+    step_of[oi] = int(steps_.size());
     steps_.push_back(std::move(s));
     if (oi == last_attn) drop_after_ = int(steps_.size()) - 1;
   }
 
-  auto rit = ids.find(f->results[0]);
-  if (rit == ids.end()) loom::fail("@step returns %{} which is not defined", f->results[0]);
-  result_ = rit->second;
+  result_ = low.result;
   if (result_ == kTok || result_ == kPos) loom::fail("@step must return logits, not a parameter");
   vocab_ = cols[result_];
   layers_ = kv_layers_of(m);
 
   // Liveness over steps; quantized activations keyed by (value, format, side of the drop).
   const int n_values = int(cols.size());
-  std::vector<int> def(n_values, -1), last_use(n_values, -1);
+  const std::vector<int> last_use = passes::last_use(low, step_of);
+  std::vector<int> def(n_values, -1);
   std::map<std::tuple<int, int, bool>, int> quant_ids;
   std::vector<int> quant_last_use;
-  bool result_read = false;
   for (int i = 0; i < int(steps_.size()); ++i) {
     Step& s = steps_[i];
-    for (int v : s.in)
-      if (v >= 0) {
-        last_use[v] = i;
-        result_read |= v == result_;
-      }
     if (s.kind == StepKind::matmul) {
       for (const auto& p : s.parts) def[p.out] = i;
       if (s.act_type != gguf::TensorType::F32) {
@@ -332,10 +314,15 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
       def[s.out] = i;
     }
   }
-  direct_result_ = !result_read && def[result_] > drop_after_;
-  if (has_mixing_)
+  direct_result_ = last_use[result_] < 0 && def[result_] > drop_after_;
+  if (has_mixing_) {
     for (int v = 2; v < n_values; ++v)
       if (def[v] >= 0 && def[v] <= drop_after_ && (last_use[v] > drop_after_ || v == result_)) live_at_drop_.push_back(v);
+    explain_.push_back(fmt::format("rows whose logits are not wanted are dropped after step {} (%{}), {} values kept",
+                                   drop_after_, low.ops[last_attn].op->result, live_at_drop_.size()));
+  } else {
+    explain_.push_back("no attention: rows whose logits are not wanted are dropped before step 0");
+  }
   slots_.assign(n_values, Slot{});
   for (int v = 0; v < n_values; ++v) slots_[v].row_bytes = cols[v] * int64_t(sizeof(float));
   quant_slots_.assign(quant_last_use.size(), Slot{});
@@ -345,6 +332,12 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, int threads) : p
   rope_tables_.resize(ropes_.size());
   rope_ready_.resize(ropes_.size());
   scratch_.resize(pool_.size());
+  explain_.insert(explain_.begin(),
+                  fmt::format("backend cpu: threads {}, isa {} (cap {}), huge_pages {}, matmul grouping lookback {} "
+                              "parts {}, {} steps from {} ops, activation arena {} bytes/row, dump_dir {}, profile {}",
+                              pool_.size(), simd::isa_name(), opt_.isa_cap, opt_.huge_pages, opt_.group_lookback,
+                              opt_.group_parts, steps_.size(), low.ops.size(), arena_row_bytes_,
+                              opt_.dump_dir.empty() ? "off" : opt_.dump_dir, opt_.profile));
 }
 
 // Best-fit re-use of dead slots: transformer layers repeat their widths, so after the first

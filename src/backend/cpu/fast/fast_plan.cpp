@@ -4,23 +4,25 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 
 #include "backend/cpu/fast/fast_backend.h"
 #include "backend/cpu/fast/fast_plan.h"
+#include "backend/cpu/value_dump.h"
 #include "common/error.h"
+#include "passes/lowering.h"
+#include "quant/simd/kernels.h"
 
 namespace loom::backend::cpu::fast {
 
 namespace {
 
-// LOOM_FAST_PROFILE=1: wall time per step kind, printed every 64 runs and at exit (for
-// finding what dominates; the clock reads cost ~1% of a decode step).
+// The schedule's `profile = true`: wall time per step kind, printed every 64 runs and at exit
+// (for finding what dominates; the clock reads cost ~1% of a decode step).
 struct Profile {
-  bool on = std::getenv("LOOM_FAST_PROFILE") != nullptr;
+  bool on = false;
   double seconds[12] = {};
   int64_t calls[12] = {};
   int runs = 0;
@@ -45,16 +47,9 @@ Profile& profile() {
 
 }  // namespace
 
-// LOOM_DUMP_DIR=dir: every non-matmul step's result as dir/<name>.f32 (rows x cols, row-major),
-// as the reference backend writes them, for comparing tensors with another engine's.
+// The schedule's `dump_dir`: every non-matmul step's result, as the reference writes them.
 void FastPlan::dump(const Step& s, const Exec& e) const {
-  const std::string path = std::string(dump_dir_) + "/" + s.op->result + ".f32";
-  if (FILE* f = std::fopen(path.c_str(), "wb")) {
-    const uint8_t* base = reinterpret_cast<const uint8_t*>(e.value(s.out));
-    for (int64_t r = 0; r < e.rows; ++r)
-      std::fwrite(base + r * slots_[s.out].row_bytes, sizeof(float), size_t(s.cols), f);
-    std::fclose(f);
-  }
+  dump_value(opt_.dump_dir, s.op->result, e.value(s.out), e.rows, s.cols, size_t(slots_[s.out].row_bytes));
 }
 
 void FastPlan::drop_rows(Exec& e) {
@@ -75,6 +70,7 @@ void FastPlan::drop_rows(Exec& e) {
 
 void FastPlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
   batch.validate();
+  loom::quant::simd::force_isa(opt_.isa);  // the level is process-wide; this plan's is its own
   const int64_t T = int64_t(batch.size());
   std::map<int32_t, int32_t> extent;  // per sequence: one past its highest position
   for (int64_t t = 0; t < T; ++t) extent[batch.seq(t)] = std::max(extent[batch.seq(t)], batch.positions[t] + 1);
@@ -109,9 +105,10 @@ void FastPlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
 
   if (!has_mixing_) drop_rows(e);
   Profile& prof = profile();
+  prof.on |= opt_.profile;
   for (int i = 0; i < int(steps_.size()); ++i) {
     const Step& s = steps_[i];
-    const auto t0 = prof.on ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto t0 = opt_.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     switch (s.kind) {
       case StepKind::embed: run_embed(s, e); break;
       case StepKind::rms_norm: run_rms_norm(s, e); break;
@@ -122,14 +119,14 @@ void FastPlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
       case StepKind::attention: run_attention(s, e); break;
       case StepKind::matmul: run_matmul(s, e); break;
     }
-    if (prof.on) {
+    if (opt_.profile) {
       prof.seconds[int(s.kind)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       prof.calls[int(s.kind)]++;
     }
-    if (dump_dir_ && s.kind != StepKind::matmul && s.op) dump(s, e);
+    if (!opt_.dump_dir.empty() && s.kind != StepKind::matmul && s.op) dump(s, e);
     if (has_mixing_ && i == drop_after_) drop_rows(e);
   }
-  if (prof.on && ++prof.runs == 64) prof.report();
+  if (opt_.profile && ++prof.runs == 64) prof.report();
   if (e.rows != int64_t(keep_.size())) loom::fail("logits have {} rows, {} wanted", e.rows, keep_.size());
   if (!direct_result_) std::memcpy(logits_out, e.value(result_), size_t(e.rows * vocab_) * sizeof(float));
 }
@@ -139,21 +136,11 @@ namespace {
 class FastBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
-  bool supports(const ir::Op& op) const override {
-    static const char* ops[] = {"embed", "rms_norm", "matmul", "add", "mul", "scale", "softcap",
-                                "swiglu", "geglu", "slice", "rope", "attention"};
-    for (const char* o : ops)
-      if (op.opcode == o) return true;
-    return false;
-  }
+  // Every op of ir/ops.h has a step.
+  bool supports(const ir::Op& op) const override { return passes::opcode_of(op.opcode).has_value(); }
+  const std::vector<ScheduleKey>& schedule_keys() const override { return fast_schedule_keys(); }
   std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& ws, const CompileOptions& opts) const override {
-    int threads = opts.threads;
-    if (threads <= 0)
-      for (const auto& e : m.schedule)
-        if (e.opcode.empty())
-          if (const ir::Attr* a = ir::find_attr(e.settings, "threads"); a && std::holds_alternative<int64_t>(a->value))
-            threads = int(std::get<int64_t>(a->value));
-    return std::make_unique<FastPlan>(m, ws, threads);
+    return std::make_unique<FastPlan>(m, ws, read_fast_options(m, opts));
   }
 };
 

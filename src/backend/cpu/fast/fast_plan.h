@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/fast/fast_options.h"
 #include "backend/cpu/fast/plan.h"
 #include "backend/cpu/fast/repack.h"
 
@@ -11,19 +12,21 @@ namespace loom::backend::cpu::fast {
 
 class FastPlan final : public Plan {
  public:
-  FastPlan(const ir::Module& m, const WeightSource& ws, int threads);  // fast_compile.cpp
+  FastPlan(const ir::Module& m, const WeightSource& ws, const FastOptions& o);  // fast_compile.cpp
   void run(const StepBatch& batch, KvStore& kv, float* logits_out) override;  // fast_plan.cpp
   int64_t vocab_size() const override { return vocab_; }
   const std::vector<KvLayerShape>& kv_layers() const override { return layers_; }
   int threads() const override { return pool_.size(); }
+  std::vector<std::string> explain() const override { return explain_; }
 
  private:
   const float* dense_of(const gguf::TensorInfo* t);
   void allocate_slots(int n_values, const std::vector<int>& last_use, const std::vector<int>& quant_last_use);
   void drop_rows(Exec& e);
   void dump(const Step& s, const Exec& e) const;
-  const char* dump_dir_ = std::getenv("LOOM_DUMP_DIR");  // debugging: see fast_plan.cpp
 
+  FastOptions opt_;
+  std::vector<std::string> explain_;  // written by the constructor
   SpinPool pool_;
   std::vector<Step> steps_;
   std::vector<Slot> slots_, quant_slots_;

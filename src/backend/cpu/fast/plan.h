@@ -55,6 +55,7 @@ struct AttentionSpec {
   int layer = 0;
   int64_t n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
   float scale = 1, softcap = 0;
+  int split = 0;  // decode: the KV range split into this many parts across threads (0: the kernel chooses)
 };
 
 struct Step {

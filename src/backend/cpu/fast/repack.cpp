@@ -5,25 +5,14 @@
 #include <cstdlib>
 #include <new>
 #include <cstring>
-#include <string_view>
 
 #include "quant/blocks.h"
 
 namespace loom::backend::cpu::fast {
 
-namespace {
-bool enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("LOOM_FAST_REPACK");
-    return !(e && std::string_view(e) == "0");
-  }();
-  return on;
-}
-}  // namespace
-
 bool repack_for_gemm(const gguf::TensorInfo& t, RepackedWeight& out) {
   using namespace loom::quant;
-  if (!enabled() || t.type != gguf::TensorType::Q5_0) return false;
+  if (t.type != gguf::TensorType::Q5_0) return false;
   const int64_t nb = int64_t(t.elements()) / kQK;
   out.type = gguf::TensorType::Q8_0;
   out.data.resize(size_t(nb) * sizeof(BlockQ8_0));
@@ -42,17 +31,15 @@ bool repack_for_gemm(const gguf::TensorInfo& t, RepackedWeight& out) {
   return true;
 }
 
-HugeBuffer::HugeBuffer(size_t bytes) : n_(bytes) {
+HugeBuffer::HugeBuffer(size_t bytes, bool huge) : n_(bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
   const size_t alloc = (bytes + kHuge - 1) / kHuge * kHuge;
   p_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc ? alloc : kHuge));
   if (!p_) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
-  static const bool huge = [] {
-    const char* e = std::getenv("LOOM_FAST_HUGEPAGES");
-    return !(e && std::string_view(e) == "0");
-  }();
   if (huge) madvise(p_, alloc, MADV_HUGEPAGE);  // a hint: failure leaves 4 KiB pages
+#else
+  (void)huge;
 #endif
 }
 
@@ -61,9 +48,9 @@ HugeBuffer::~HugeBuffer() { std::free(p_); }
 uint8_t* HugeArena::alloc(size_t bytes) {
   constexpr size_t kChunk = size_t(64) << 20;
   bytes = (bytes + 63) / 64 * 64;
-  if (bytes > kChunk / 4) return own_.emplace_back(bytes).data();
+  if (bytes > kChunk / 4) return own_.emplace_back(bytes, huge_pages).data();
   if (chunks_.empty() || used_ + bytes > chunks_.back().size()) {
-    chunks_.emplace_back(kChunk);
+    chunks_.emplace_back(kChunk, huge_pages);
     used_ = 0;
   }
   uint8_t* p = chunks_.back().data() + used_;

@@ -4,10 +4,10 @@
 // Q8_0 kernels skip the fifth-bit unpacking (on this machine's AVX-512 kernels a Q5_0 GEMV
 // streams ~5 GB/s per thread against ~10 GB/s for Q8_0). Used for prefill only (+10% pp256 on
 // the 135M Q4_K_M shape, 1 thread); decode keeps the stored rows, which move 22/34 the bytes
-// (repacked decode measured -11%). Costs 34/22 of those weights' bytes in memory;
-// LOOM_FAST_REPACK=0 turns it off. On AVX-512 the x8 layout (quant/simd/packed.h) replaces
-// both for every weight that has one (fast_compile.cpp), so this copy is only made for the
-// AVX2 level or with LOOM_FAST_PACK=0.
+// (repacked decode measured -11%). Costs 34/22 of those weights' bytes in memory; the
+// schedule's `matmul = {prefill_repack = false}` turns it off. On AVX-512 the x8 layout
+// (quant/simd/packed.h) replaces both for every weight that has one (fast_compile.cpp), so
+// this copy is only made for the AVX2 level or with `matmul = {layout = "rows"}`.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,11 +26,12 @@ bool repack_for_gemm(const gguf::TensorInfo& t, RepackedWeight& out);
 
 // Heap buffer for weights the GEMV streams: 2 MiB aligned and madvise(MADV_HUGEPAGE)d before
 // first touch, so a decode step's weight stream walks ~400x fewer pages (4 KiB pages put one
-// TLB miss on every 4 KiB of the stream, in the way of the software prefetches).
+// TLB miss on every 4 KiB of the stream, in the way of the software prefetches). `huge`
+// false (the schedule's `huge_pages = false`) leaves the hint out.
 class HugeBuffer {
  public:
   HugeBuffer() = default;
-  explicit HugeBuffer(size_t bytes);
+  HugeBuffer(size_t bytes, bool huge);
   HugeBuffer(HugeBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
   HugeBuffer& operator=(HugeBuffer&&) = delete;
   ~HugeBuffer();
@@ -48,6 +49,7 @@ class HugeBuffer {
 class HugeArena {
  public:
   uint8_t* alloc(size_t bytes);
+  bool huge_pages = true;  // set before the first alloc
 
  private:
   std::vector<HugeBuffer> chunks_, own_;
