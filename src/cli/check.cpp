@@ -1,16 +1,21 @@
 // `loom check PROGRAM.loom`: parse and verify a model program; say what it holds or what is
 // wrong (the error names file:line:col). `--print` writes the canonical text to stdout.
+// `--backend NAME` also checks the schedule against the keys that backend declares (an unknown
+// key or a value out of range names its line:col), `--keys` lists those keys, and `--explain`
+// compiles the program with its weights and prints the plan's effective choices per op.
 #include <fmt/format.h>
 
 #include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "backend/registry.h"
 #include "cli/check.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "ir/text.h"
 #include "ir/verify.h"
+#include "runtime/model_loader.h"
 
 namespace loom::cli {
 
@@ -23,10 +28,26 @@ namespace {
 
 struct CheckArgs {
   std::string path;
-  bool print = false;
+  std::string backend;
+  bool print = false, explain = false, keys = false;
 };
 
-void run_check(const CheckArgs& a) {
+void run_backend_checks(const CheckArgs& a, const ir::Module& m, const std::string& gguf) {
+  const std::string name = a.backend.empty() ? "cpu" : a.backend;
+  auto be = backend::make_backend(name);
+  if (a.keys) {
+    fmt::print("schedule keys of backend {}:\n", name);
+    for (const auto& k : be->schedule_keys()) fmt::print("  {}\n", k.describe());
+  }
+  backend::check_schedule(m, be->schedule_keys(), name);
+  if (!a.explain) return;
+  const auto model = runtime::load_model(a.path, gguf);
+  const auto ws = backend::WeightSource::bind(model.module, *model.file);
+  const auto plan = be->compile(model.module, ws, {});
+  for (const auto& line : plan->explain()) fmt::print("{}\n", line);
+}
+
+void run_check(const CheckArgs& a, const std::string& gguf) {
   std::ifstream in(a.path, std::ios::binary);
   if (!in) loom::fail("cannot open {}", a.path);
   std::stringstream ss;
@@ -35,6 +56,8 @@ void run_check(const CheckArgs& a) {
   ir::verify(m);
   for (const auto& w : ir::schedule_warnings(m)) fmt::print(stderr, "warning: {}: {}\n", a.path, w);
   for (const auto& h : check_hooks()) h.run(m, a.path);
+  if (!a.backend.empty() || a.explain || a.keys) run_backend_checks(a, m, gguf);
+  if (a.explain || a.keys) return;
   if (a.print) {
     fmt::print("{}", ir::print(m));
     return;
@@ -52,9 +75,17 @@ const RegisterVerb reg("check", [](CLI::App& root) {
   auto* cmd = root.add_subcommand("check", "Parse and verify a .loom model program");
   cmd->add_option("program", a->path, "the .loom file")->required();
   cmd->add_flag("--print", a->print, "print the program in canonical form instead of a summary");
+  cmd->add_option("--backend", a->backend, "check the schedule against this backend's keys (cpu, cpu-ref)");
+  cmd->add_flag("--keys", a->keys, "list the schedule keys of the backend (default cpu)");
+  cmd->add_flag("--explain", a->explain,
+                "compile with the program's weights (found as `loom run` finds them, or --gguf) and print the "
+                "effective choice per op: kernel and layout of each matmul, grouping, attention split, threads");
   for (const auto& h : check_hooks())
     if (h.add_flags) h.add_flags(*cmd);
-  cmd->callback([a] { run_check(*a); });
+  cmd->callback([a, cmd] {
+    const CLI::Option* g = cmd->get_option_no_throw("--gguf");
+    run_check(*a, g && g->count() ? g->as<std::string>() : std::string());
+  });
 });
 
 }  // namespace

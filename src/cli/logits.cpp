@@ -42,6 +42,7 @@ namespace {
 struct LogitsArgs {
   std::string model, gguf, tokens, out;
   std::string backend = "cpu";
+  std::string dump_dir;
   int threads = 0;
   int batch = 0;
 };
@@ -49,6 +50,12 @@ struct LogitsArgs {
 void run_logits(const LogitsArgs& a) {
   const auto ids = read_token_file(a.tokens);
   auto model = runtime::load_model(a.model, a.gguf);
+  if (!a.dump_dir.empty()) {  // the schedule's diagnosis key, so the plan records it
+    std::erase_if(model.module.schedule, [](const ir::ScheduleEntry& e) {
+      return e.opcode.empty() && e.settings.size() == 1 && e.settings[0].name == "dump_dir";
+    });
+    model.module.schedule.push_back({"", "", {{"dump_dir", a.dump_dir}}, {}});
+  }
   runtime::RunOptions ro;
   ro.backend = a.backend;
   ro.threads = a.threads;
@@ -75,6 +82,9 @@ const RegisterVerb reg("logits", [](CLI::App& root) {
   cmd->add_option("--out", a->out, "output file")->required();
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
   cmd->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (the reference interpreter)")->capture_default_str();
+  cmd->add_option("--dump-dir", a->dump_dir,
+                  "write every op's result as DIR/<value>.f32 (sets the schedule's dump_dir; the fast backend skips "
+                  "matmul results)");
   cmd->callback([a] { run_logits(*a); });
 });
 
