@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "ir/ops.h"
+#include "passes/lowering.h"
 
 namespace loom::backend {
 
@@ -135,11 +136,11 @@ std::vector<KvLayerShape> kv_layers_of(const ir::Module& m) {
   std::vector<bool> seen;
   for (const auto& f : m.funcs)
     for (const auto& op : f.body) {
-      if (op.opcode != "attention") continue;
-      const int64_t l = ir::attr_int(op.attrs, "layer");
+      if (passes::opcode_of(op.opcode) != passes::Opcode::attention) continue;
+      const passes::AttentionAttrs a = passes::attention_attrs(op);
+      const int64_t l = a.layer;
       if (l < 0 || l > 100000) loom::fail("attention %{}: layer {} out of range", op.result, l);
-      KvLayerShape s{int(ir::attr_int(op.attrs, "n_kv_head")), int(ir::attr_int(op.attrs, "head_dim")),
-                     int(ir::attr_int(op.attrs, "value_dim"))};
+      KvLayerShape s{int(a.n_kv_head), int(a.head_dim), int(a.value_dim)};
       if (size_t(l) >= layers.size()) {
         layers.resize(l + 1);
         seen.resize(l + 1);

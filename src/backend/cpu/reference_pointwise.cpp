@@ -101,7 +101,7 @@ void kernel_rms_norm(KernelArgs& a) {
   if (!w) loom::fail("%{}: rms_norm needs a weight as its second operand", a.op.result);
   const int64_t g = int64_t(a.weight[1]->elements());
   if (g <= 0 || x.cols % g != 0) loom::fail("%{}: norm group {} does not divide row width {}", a.op.result, g, x.cols);
-  const float eps = float(ir::attr_float(a.op.attrs, "eps"));
+  const float eps = float(passes::norm_eps(a.op));
   a.out.f.resize(x.f.size());
   const int64_t groups = x.f.size() / g;
   a.ctx.pool.parallel_for(groups, [&](int64_t b, int64_t e, int) {
@@ -121,13 +121,13 @@ void kernel_add(KernelArgs& a) { binary(a, [](float x, float y) { return x + y; 
 void kernel_mul(KernelArgs& a) { binary(a, [](float x, float y) { return x * y; }); }
 
 void kernel_scale(KernelArgs& a) {
-  const float s = float(ir::attr_float(a.op.attrs, "factor"));
+  const float s = float(passes::scalar_attr(a.op));
   value_operand(a, 0);
   unary(a, [s](float x) { return x * s; });
 }
 
 void kernel_softcap(KernelArgs& a) {
-  const float cap = float(ir::attr_float(a.op.attrs, "cap"));
+  const float cap = float(passes::scalar_attr(a.op));
   if (!(cap > 0)) loom::fail("%{}: softcap cap must be > 0", a.op.result);
   const float inv = 1.0f / cap;  // ggml: scale(1/cap) -> tanh -> scale(cap)
   value_operand(a, 0);
@@ -148,7 +148,7 @@ void kernel_geglu(KernelArgs& a) {
 
 void kernel_slice(KernelArgs& a) {
   const Tensor& x = value_operand(a, 0);
-  const int64_t start = ir::attr_int(a.op.attrs, "start"), size = ir::attr_int(a.op.attrs, "size");
+  const auto [start, size] = passes::slice_attrs(a.op);
   if (start < 0 || size <= 0 || start + size > x.cols)
     loom::fail("%{}: slice [{}, {}) outside row width {}", a.op.result, start, start + size, x.cols);
   if (size != a.out.cols) loom::fail("%{}: slice size {} but result width {}", a.op.result, size, a.out.cols);

@@ -15,11 +15,9 @@ void kernel_rope(KernelArgs& a) {
   if (!a.in[0] || !a.in[1]) loom::fail("%{}: rope takes a value and positions", a.op.result);
   const Tensor& x = *a.in[0];
   const Tensor& pos = *a.in[1];
-  const auto& at = a.op.attrs;
-  const int64_t head_dim = ir::attr_int(at, "head_dim"), n_rot = ir::attr_int(at, "n_rot");
-  const float base = float(ir::attr_float(at, "base")), freq_scale = float(ir::attr_float(at, "freq_scale", 1.0));
-  const std::string mode = ir::attr_string(at, "mode", "normal");
-  if (mode != "normal" && mode != "neox") loom::fail("%{}: rope mode \"{}\" (want normal or neox)", a.op.result, mode);
+  const passes::RopeAttrs ra = passes::rope_attrs(a.op);
+  const int64_t head_dim = ra.head_dim, n_rot = ra.n_rot;
+  const float base = float(ra.base), freq_scale = float(ra.freq_scale);
   if (head_dim <= 0 || x.cols % head_dim != 0) loom::fail("%{}: head_dim {} does not divide width {}", a.op.result, head_dim, x.cols);
   if (n_rot <= 0 || n_rot > head_dim || n_rot % 2) loom::fail("%{}: n_rot {} invalid for head_dim {}", a.op.result, n_rot, head_dim);
   const float* ff = nullptr;
@@ -28,7 +26,7 @@ void kernel_rope(KernelArgs& a) {
     if (!ff || int64_t(a.weight[2]->elements()) != n_rot / 2)
       loom::fail("%{}: frequency factors must be a weight of {} elements", a.op.result, n_rot / 2);
   }
-  const bool neox = mode == "neox";
+  const bool neox = ra.neox;
   const int64_t heads = x.cols / head_dim, half = n_rot / 2;
   const float theta_scale = std::pow(base, -2.0f / float(n_rot));
   a.out.f = x.f;

@@ -20,25 +20,6 @@ namespace loom::backend::cpu::fast {
 
 namespace {
 
-StepKind kind_of(passes::Opcode c) {
-  using passes::Opcode;
-  switch (c) {
-    case Opcode::embed: return StepKind::embed;
-    case Opcode::rms_norm: return StepKind::rms_norm;
-    case Opcode::matmul: return StepKind::matmul;
-    case Opcode::add: return StepKind::add;
-    case Opcode::mul: return StepKind::mul;
-    case Opcode::scale: return StepKind::scale;
-    case Opcode::softcap: return StepKind::softcap;
-    case Opcode::swiglu: return StepKind::swiglu;
-    case Opcode::geglu: return StepKind::geglu;
-    case Opcode::slice: return StepKind::slice;
-    case Opcode::rope: return StepKind::rope;
-    case Opcode::attention: return StepKind::attention;
-  }
-  loom::fail("opcode {} has no fast CPU step", int(c));
-}
-
 int64_t round64(int64_t x) { return (x + 63) / 64 * 64; }
 
 // Once a weight lives on as x8 groups, its stored rows are only read again by the odd embedding
@@ -89,7 +70,7 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, const FastOption
   for (size_t oi = 0; oi < low.ops.size(); ++oi) {
     const passes::LoweredOp& lo = low.ops[oi];
     const ir::Op& op = *lo.op;
-    const StepKind kind = kind_of(lo.code);
+    const StepKind kind = lo.code;
     Step s;
     s.kind = kind;
     s.op = &op;

@@ -23,18 +23,16 @@ namespace {
 // (for finding what dominates; the clock reads cost ~1% of a decode step).
 struct Profile {
   bool on = false;
-  double seconds[12] = {};
-  int64_t calls[12] = {};
+  double seconds[passes::kOpcodeCount] = {};
+  int64_t calls[passes::kOpcodeCount] = {};
   int runs = 0;
   void report() {
-    static const char* names[] = {"embed", "rms_norm", "add", "mul", "scale", "softcap",
-                                  "swiglu", "geglu", "slice", "rope", "attention", "matmul"};
     std::fprintf(stderr, "profile over %d runs:", runs);
-    for (int k = 0; k < 12; ++k)
-      if (calls[k]) std::fprintf(stderr, " %s %.1f ms", names[k], seconds[k] * 1e3);
+    for (int k = 0; k < passes::kOpcodeCount; ++k)
+      if (calls[k]) std::fprintf(stderr, " %s %.1f ms", passes::opcode_name(passes::Opcode(k)), seconds[k] * 1e3);
     std::fprintf(stderr, "\n");
     runs = 0;
-    for (int k = 0; k < 12; ++k) seconds[k] = 0, calls[k] = 0;
+    for (int k = 0; k < passes::kOpcodeCount; ++k) seconds[k] = 0, calls[k] = 0;
   }
   ~Profile() {
     if (on && runs) report();

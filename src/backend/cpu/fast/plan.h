@@ -14,10 +14,12 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/fast/spin_pool.h"
+#include "passes/lowering.h"
 
 namespace loom::backend::cpu::fast {
 
-enum class StepKind { embed, rms_norm, add, mul, scale, softcap, swiglu, geglu, slice, rope, attention, matmul };
+// A step runs one op (or, for matmul, a group of them): its kind is the op's.
+using StepKind = passes::Opcode;
 
 // Where a value's rows live: arena + offset * capacity, row r at + r * row_bytes.
 struct Slot {
