@@ -4,67 +4,19 @@
 
 #include "common/error.h"
 #include "ir/ops.h"
+#include "port/port.h"
 #include "passes/lowering.h"
 
 namespace loom::backend {
 
-namespace {
-
-// The GGUF storage type an ir element type names.
-gguf::TensorType tensor_type_of(ir::Elem e) {
-  using T = gguf::TensorType;
-  switch (e) {
-    case ir::Elem::f32: return T::F32;
-    case ir::Elem::f16: return T::F16;
-    case ir::Elem::bf16: return T::BF16;
-    case ir::Elem::i32: return T::I32;
-    case ir::Elem::q4_0: return T::Q4_0;
-    case ir::Elem::q4_1: return T::Q4_1;
-    case ir::Elem::q5_0: return T::Q5_0;
-    case ir::Elem::q5_1: return T::Q5_1;
-    case ir::Elem::q8_0: return T::Q8_0;
-    case ir::Elem::q2_k: return T::Q2_K;
-    case ir::Elem::q3_k: return T::Q3_K;
-    case ir::Elem::q4_k: return T::Q4_K;
-    case ir::Elem::q5_k: return T::Q5_K;
-    case ir::Elem::q6_k: return T::Q6_K;
-    case ir::Elem::q8_k: return T::Q8_K;
-  }
-  loom::fail("unknown element type {}", int(e));
-}
-
-std::string shape_text(const std::vector<uint64_t>& outer_first) {
-  std::string s;
-  for (size_t i = 0; i < outer_first.size(); ++i) s += (i ? "x" : "") + std::to_string(outer_first[i]);
-  return s;
-}
-
-}  // namespace
-
+// The one check of a program's bindings against a file (port/bindings.cpp, also `loom check
+// --gguf`): every tensor present with exactly the declared type. The file's hash is the
+// loader's business (runtime/model_loader.h), so a mismatch is only a warning here.
 WeightSource WeightSource::bind(const ir::Module& m, const gguf::File& file) {
+  port::check_bindings(m, file, {false});
   WeightSource ws;
   ws.file_ = &file;
-  for (const auto& w : m.weights) {
-    const gguf::TensorInfo* t = file.find_tensor(w.gguf_name);
-    if (!t) loom::fail("weight @{}: tensor \"{}\" not found in {}", w.name, w.gguf_name, file.path());
-    std::vector<uint64_t> want, have(t->dims.rbegin(), t->dims.rend());
-    for (const auto& d : w.type.shape) {
-      if (!d.is_static()) loom::fail("weight @{}: dimension {} is symbolic", w.name, d.sym);
-      want.push_back(uint64_t(d.value));
-    }
-    // GGUF may store a [1 x N] tensor where the program says [N]; compare without unit dims.
-    auto squeeze = [](std::vector<uint64_t> v) {
-      std::erase(v, uint64_t(1));
-      return v;
-    };
-    if (squeeze(want) != squeeze(have))
-      loom::fail("weight @{}: program says tensor<{}> but \"{}\" in {} is {}", w.name, shape_text(want),
-                 w.gguf_name, file.path(), shape_text(have));
-    if (tensor_type_of(w.type.elem) != t->type)
-      loom::fail("weight @{}: program says {} but \"{}\" is stored as {}", w.name, ir::elem_name(w.type.elem),
-                 w.gguf_name, gguf::type_name(t->type));
-    ws.bound_.push_back({w.name, Bound{&w, t}});
-  }
+  for (const auto& w : m.weights) ws.bound_.push_back({w.name, Bound{&w, file.find_tensor(w.gguf_name)}});
   std::sort(ws.bound_.begin(), ws.bound_.end(), [](auto& a, auto& b) { return a.first < b.first; });
   return ws;
 }

@@ -20,14 +20,15 @@
 namespace loom::backend {
 
 // The weights of a module: its `weight @x = gguf "name"` bindings resolved against one GGUF
-// file. Binding checks every weight exists with the declared shape and element type.
+// file. Binding checks every weight exists with the declared shape and element type
+// (port::check_bindings, the one place bindings are checked).
 class WeightSource {
  public:
   struct Bound {
     const ir::Weight* decl = nullptr;
     const gguf::TensorInfo* tensor = nullptr;
   };
-  // Throws loom::Error naming the weight and the mismatch. The file must outlive the source.
+  // Throws loom::Error listing every weight that does not bind. The file must outlive the source.
   static WeightSource bind(const ir::Module& m, const gguf::File& file);
   const Bound& at(const std::string& weight_name) const;  // throws for an unknown name
   const gguf::File& file() const { return *file_; }
