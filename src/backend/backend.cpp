@@ -11,9 +11,9 @@ namespace loom::backend {
 
 // The one check of a program's bindings against a file (port/bindings.cpp, also `loom check
 // --gguf`): every tensor present with exactly the declared type. The file's hash is the
-// loader's business (runtime/model_loader.h), so a mismatch is only a warning here.
+// loader's business (runtime/model_loader.h): binding never hashes the file.
 WeightSource WeightSource::bind(const ir::Module& m, const gguf::File& file) {
-  port::check_bindings(m, file, {false});
+  port::check_bindings(m, file, {.hash_mismatch_is_error = false, .check_hash = false});
   WeightSource ws;
   ws.file_ = &file;
   for (const auto& w : m.weights) ws.bound_.push_back({w.name, Bound{&w, file.find_tensor(w.gguf_name)}});

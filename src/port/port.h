@@ -24,6 +24,7 @@ std::string supported_list();                       // "gemma3, llama, phi3, qwe
 
 struct BindingOptions {
   bool hash_mismatch_is_error = true;  // false: a different gguf.sha256 is only a warning
+  bool check_hash = true;              // false: tensors only (binding for a run: the loader checks the hash)
 };
 // Every weight's GGUF tensor exists with exactly the declared shape and element type, and the
 // module's gguf.sha256 (when it has one) is the file's. Throws loom::Error listing every
