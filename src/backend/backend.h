@@ -1,7 +1,9 @@
 // The narrow boundary between "what to compute" (a verified ir::Module) and "where" (a
 // backend). A Backend says which ops it can run and compiles a module, with its weights bound,
 // into a Plan; a Plan executes one step: a batch of tokens (each with its position, its
-// sequence and whether its logits are wanted) against a KV cache, writing logits.
+// sequence and whether its logits are wanted) against KV storage it allocated itself
+// (kv_store.h: the runtime decides which blocks hold what, the plan owns the memory), writing
+// logits.
 //
 // One step may carry several tokens of one sequence (prefill; speculative verification) and
 // tokens of several sequences (continuous batching). Attention of a token sees only keys of
@@ -9,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,11 +47,15 @@ struct CompileOptions {
 
 // One step's tokens. positions/seq_ids/want_logits are per token; empty seq_ids means every
 // token is in sequence 0, empty want_logits means only the last token's logits.
+// block_tables[s] is sequence s's block table: the KV storage block holding its positions
+// [i * block_size, (i + 1) * block_size) at index i. It must cover every position up to each
+// of the sequence's tokens in this step; the spans point into the caller's tables.
 struct StepBatch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> positions;
   std::vector<int32_t> seq_ids;
   std::vector<uint8_t> want_logits;
+  std::vector<std::span<const int32_t>> block_tables;
 
   size_t size() const { return tokens.size(); }
   int32_t seq(size_t i) const { return seq_ids.empty() ? 0 : seq_ids[i]; }
@@ -64,9 +71,13 @@ struct StepBatch {
 class Plan {
  public:
   virtual ~Plan() = default;
+  // Storage for a pool of n_blocks blocks of block_size positions of every layer in
+  // kv_layers(), in this backend's memory.
+  virtual std::unique_ptr<KvStorage> allocate_kv(int32_t n_blocks, int32_t block_size, KvElem elem) const = 0;
   // Runs the step; `logits_out` receives n_logit_rows() rows of vocab_size() floats, in token
-  // order. Writes this step's keys and values into `kv` first (kv must hold room for them).
-  virtual void run(const StepBatch& batch, KvStore& kv, float* logits_out) = 0;
+  // order. Writes this step's keys and values into `kv` (storage from allocate_kv) first, at
+  // the rows the batch's block tables name.
+  virtual void run(const StepBatch& batch, KvStorage& kv, float* logits_out) = 0;
   virtual int64_t vocab_size() const = 0;
   // The KV geometry the plan's attention ops need, one entry per cache layer.
   virtual const std::vector<KvLayerShape>& kv_layers() const = 0;

@@ -1,6 +1,9 @@
-// What a Plan needs from a KV cache: where the key and value rows of (layer, sequence,
-// position) live. The cache itself — block allocation, block tables, rollback — is
-// runtime::KvCache; a backend sees only this view, so paging can change without touching it.
+// The KV seam: the runtime keeps the bookkeeping (which block of the pool holds which
+// positions of which sequence: runtime::BlockAllocator, block tables), the backend owns the
+// memory (Plan::allocate_kv: host memory for the CPU backends, device memory for a GPU one).
+// A step carries each sequence's block table (StepBatch::block_tables), and attention finds
+// the row of (layer, sequence, position) as block_table[pos / block_size] — no call back into
+// the runtime per row.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,19 +31,15 @@ struct KvLayerShape {
   bool operator==(const KvLayerShape&) const = default;
 };
 
-class KvStore {
+// The memory of a paged KV pool, allocated by a backend: for every cache layer, n_blocks
+// blocks of block_size key rows and as many value rows. It knows nothing of sequences.
+class KvStorage {
  public:
-  virtual ~KvStore() = default;
+  virtual ~KvStorage() = default;
   virtual KvElem elem() const = 0;
-  // Makes positions [0, n_pos) of `seq` addressable; throws loom::Error when the context
-  // length or the block pool is exceeded. Called by a plan before it writes a step.
-  virtual void reserve(int32_t seq, int32_t n_pos) = 0;
-  // Rows of k_width()/v_width() elements of elem(); valid after reserve() covered the position.
-  virtual void* k_row(int layer, int32_t seq, int32_t pos) = 0;
-  virtual void* v_row(int layer, int32_t seq, int32_t pos) = 0;
-  // Positions per storage block: rows of one block are contiguous, so a kernel may walk a
-  // block with a stride instead of asking for every row.
-  virtual int32_t block_size() const = 0;
+  virtual int32_t n_blocks() const = 0;
+  virtual int32_t block_size() const = 0;  // positions per block
+  virtual size_t bytes() const = 0;
 };
 
 }  // namespace loom::backend

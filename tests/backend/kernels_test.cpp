@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "backend/cpu/reference_kernels.h"
-#include "runtime/kv_cache.h"
+#include "backend/host_kv.h"
 
 using namespace loom;
 using namespace loom::backend::cpu;
@@ -13,8 +13,16 @@ namespace {
 struct Harness {
   ThreadPool pool{2};
   backend::StepBatch batch;
-  runtime::KvCache kv{{{1, 4, 4}}, {backend::KvElem::f32, 16, 1, 4}};
-  StepContext ctx{pool, batch, kv};
+  std::vector<backend::KvLayerShape> layers{{1, 4, 4}};
+  backend::HostKvStorage kv{layers, 4, 4, backend::KvElem::f32};
+  std::vector<int32_t> table{3, 1, 0, 2};  // sequence 0's blocks, out of order
+  StepContext ctx{pool, batch, backend::HostKvView::bind(kv, batch, layers)};
+  // What a plan's caller does before a step: the batch with its block table.
+  void set_batch(backend::StepBatch b) {
+    batch = std::move(b);
+    batch.block_tables = {table};
+    ctx.kv = backend::HostKvView::bind(kv, batch, layers);
+  }
 };
 
 ir::Op make_op(std::string code, int n_in, int64_t cols, ir::Attrs at) {
@@ -78,8 +86,7 @@ TEST(Kernels, GegluSwigluSoftcapSlice) {
 TEST(Kernels, AttentionAveragesVisibleValues) {
   Harness h;
   // Identical keys: the weights are uniform, so the output is the mean of the visible values.
-  h.batch = backend::StepBatch::sequence({0, 0, 0}, 0, true);
-  h.kv.reserve(0, 3);  // a plan does this before running a step
+  h.set_batch(backend::StepBatch::sequence({0, 0, 0}, 0, true));
   Tensor q{3, 4, std::vector<float>(12, 1.f), {}}, k{3, 4, std::vector<float>(12, 1.f), {}};
   Tensor v{3, 4, {1, 1, 1, 1, 2, 2, 2, 2, 6, 6, 6, 6}, {}}, pos{3, 1, {}, {0, 1, 2}};
   ir::Attrs at = {{"layer", int64_t(0)}, {"n_head", int64_t(1)}, {"n_kv_head", int64_t(1)}, {"head_dim", int64_t(4)},

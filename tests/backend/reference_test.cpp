@@ -1,18 +1,18 @@
 // The reference executor's bookkeeping: a prompt run at once equals the same prompt fed token
-// by token through the KV cache; rows dropped before the vocabulary projection do not change
-// the wanted rows; two sequences in one step equal each run alone; rollback re-decodes
-// identically; weight binding and context errors are clear.
+// by token through the KV cache (paged through block tables); rows dropped before the
+// vocabulary projection do not change the wanted rows; two sequences in one step equal each
+// run alone; weight binding, token and block-table errors are clear.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "backend/cpu/reference.h"
 #include "common/error.h"
-#include "runtime/kv_cache.h"
-#include "runtime/session.h"
+#include "kv_fixture.h"
 #include "tiny_model.h"
 
 using namespace loom;
+using loom::testing::TestKv;
 using loom::testing::TinyModel;
 
 namespace {
@@ -23,8 +23,8 @@ std::unique_ptr<backend::Plan> compile(const TinyModel& tm, int threads = 2) {
   return be->compile(tm.module, ws, {threads});
 }
 
-runtime::KvCache cache_for(const backend::Plan& plan, backend::KvElem e = backend::KvElem::f32, int seqs = 1) {
-  return runtime::KvCache(plan.kv_layers(), {e, 64, seqs, 4});
+TestKv cache_for(const backend::Plan& plan, backend::KvElem e = backend::KvElem::f32, int seqs = 1) {
+  return TestKv(plan, e, 64, seqs, 4);
 }
 
 const std::vector<int32_t> kPrompt = {3, 17, 5, 36, 0, 9, 9, 21, 14, 2};
@@ -43,11 +43,11 @@ TEST(Reference, PrefillEqualsTokenByToken) {
       const size_t V = TinyModel::V;
       auto kv = cache_for(*plan);
       std::vector<float> all(kPrompt.size() * V);
-      plan->run(backend::StepBatch::sequence(kPrompt, 0, true), kv, all.data());
+      kv.run(*plan, backend::StepBatch::sequence(kPrompt, 0, true), all.data());
       auto kv2 = cache_for(*plan);
       std::vector<float> one(V);
       for (size_t i = 0; i < kPrompt.size(); ++i) {
-        plan->run(backend::StepBatch::sequence({kPrompt[i]}, int32_t(i)), kv2, one.data());
+        kv2.run(*plan, backend::StepBatch::sequence({kPrompt[i]}, int32_t(i)), one.data());
         expect_close(one.data(), all.data() + i * V, V, 1e-4f);
       }
     }
@@ -59,8 +59,8 @@ TEST(Reference, WindowChangesLaterPositionsOnly) {
   const size_t V = TinyModel::V, n = kPrompt.size();
   std::vector<float> a(n * V), b(n * V);
   auto k1 = cache_for(*pf), k2 = cache_for(*ps);
-  pf->run(backend::StepBatch::sequence(kPrompt, 0, true), k1, a.data());
-  ps->run(backend::StepBatch::sequence(kPrompt, 0, true), k2, b.data());
+  k1.run(*pf, backend::StepBatch::sequence(kPrompt, 0, true), a.data());
+  k2.run(*ps, backend::StepBatch::sequence(kPrompt, 0, true), b.data());
   // Positions 0..2 see at most 3 keys either way (q - p < 3 holds for all of them).
   expect_close(a.data(), b.data(), 3 * V, 1e-5f);
   float diff = 0;
@@ -74,8 +74,8 @@ TEST(Reference, LastRowOnlyMatchesAllRows) {
   const size_t V = TinyModel::V, n = kPrompt.size();
   std::vector<float> all(n * V), last(V);
   auto k1 = cache_for(*plan), k2 = cache_for(*plan);
-  plan->run(backend::StepBatch::sequence(kPrompt, 0, true), k1, all.data());
-  plan->run(backend::StepBatch::sequence(kPrompt, 0, false), k2, last.data());
+  k1.run(*plan, backend::StepBatch::sequence(kPrompt, 0, true), all.data());
+  k2.run(*plan, backend::StepBatch::sequence(kPrompt, 0, false), last.data());
   expect_close(last.data(), all.data() + (n - 1) * V, V, 1e-5f);
 }
 
@@ -90,10 +90,10 @@ TEST(Reference, TwoSequencesInOneStep) {
   batch.want_logits.assign(batch.size(), 1);
   auto kv = cache_for(*plan, backend::KvElem::f32, 2);
   std::vector<float> both(batch.size() * V), ra(a.size() * V), rb(b.size() * V);
-  plan->run(batch, kv, both.data());
+  kv.run(*plan, batch, both.data());
   auto ka = cache_for(*plan), kb = cache_for(*plan);
-  plan->run(backend::StepBatch::sequence(a, 0, true), ka, ra.data());
-  plan->run(backend::StepBatch::sequence(b, 0, true), kb, rb.data());
+  ka.run(*plan, backend::StepBatch::sequence(a, 0, true), ra.data());
+  kb.run(*plan, backend::StepBatch::sequence(b, 0, true), rb.data());
   expect_close(both.data(), ra.data(), ra.size(), 1e-5f);
   expect_close(both.data() + ra.size(), rb.data(), rb.size(), 1e-5f);
 }
@@ -104,33 +104,9 @@ TEST(Reference, F16CacheCloseToF32) {
   const size_t V = TinyModel::V, n = kPrompt.size();
   std::vector<float> a(n * V), b(n * V);
   auto k1 = cache_for(*plan, backend::KvElem::f32), k2 = cache_for(*plan, backend::KvElem::f16);
-  plan->run(backend::StepBatch::sequence(kPrompt, 0, true), k1, a.data());
-  plan->run(backend::StepBatch::sequence(kPrompt, 0, true), k2, b.data());
+  k1.run(*plan, backend::StepBatch::sequence(kPrompt, 0, true), a.data());
+  k2.run(*plan, backend::StepBatch::sequence(kPrompt, 0, true), b.data());
   expect_close(a.data(), b.data(), a.size(), 2e-2f);
-}
-
-TEST(Reference, SessionRollbackRedecodesIdentically) {
-  auto tm = loom::testing::make_tiny_model();
-  runtime::Session s(compile(tm), {16, backend::KvElem::f16, 4});
-  auto first = s.prefill(kPrompt);
-  std::vector<float> ref(first.begin(), first.end());
-  auto after = s.decode(7);
-  std::vector<float> ref7(after.begin(), after.end());
-  s.rollback(int32_t(kPrompt.size()));
-  auto again = s.decode(7);
-  expect_close(again.data(), ref7.data(), ref7.size(), 0.f);
-  EXPECT_EQ(s.position(), int32_t(kPrompt.size()) + 1);
-  s.reset();
-  auto fresh = s.prefill(kPrompt);  // 10 tokens in chunks of 4
-  expect_close(fresh.data(), ref.data(), ref.size(), 1e-4f);
-}
-
-TEST(Reference, ContextExceededIsAnError) {
-  auto tm = loom::testing::make_tiny_model();
-  runtime::Session s(compile(tm), {8, backend::KvElem::f16, 512});
-  s.prefill(std::vector<int32_t>(8, 1));
-  EXPECT_THROW(s.decode(1), loom::Error);
-  EXPECT_EQ(s.position(), 8);
 }
 
 TEST(Reference, BadTokenAndBadBindingAreErrors) {
@@ -138,7 +114,10 @@ TEST(Reference, BadTokenAndBadBindingAreErrors) {
   auto plan = compile(tm);
   auto kv = cache_for(*plan);
   std::vector<float> out(TinyModel::V);
-  EXPECT_THROW(plan->run(backend::StepBatch::sequence({TinyModel::V}, 0), kv, out.data()), loom::Error);
+  EXPECT_THROW(kv.run(*plan, backend::StepBatch::sequence({TinyModel::V}, 0), out.data()), loom::Error);
+  // Position 64 is past the 16 blocks of 4 positions the sequence's table holds.
+  EXPECT_THROW(kv.run(*plan, backend::StepBatch::sequence({1}, 64), out.data()), loom::Error);
+  EXPECT_THROW(plan->run(backend::StepBatch::sequence({1}, 0), *kv.storage, out.data()), loom::Error);  // no tables
   tm.module.weights[0].type.shape[0] = ir::Dim::of(38);
   EXPECT_THROW(backend::WeightSource::bind(tm.module, *tm.file), loom::Error);
   tm.module.weights[0].gguf_name = "missing";

@@ -15,7 +15,7 @@
 
 #include "backend/registry.h"
 #include "common/error.h"
-#include "runtime/kv_cache.h"
+#include "../backend/kv_fixture.h"
 #include "runtime/model_loader.h"
 
 using namespace loom;
@@ -47,7 +47,7 @@ int main(int argc, char** argv) try {
   auto plan = backend::make_backend(backend_name)->compile(model.module, ws, {threads});
   const int64_t V = plan->vocab_size();
   const int32_t n_ctx = 2048;
-  auto fresh_cache = [&] { return runtime::KvCache(plan->kv_layers(), {backend::KvElem::f16, n_ctx, 1, 256}); };
+  auto fresh_cache = [&] { return loom::testing::TestKv(*plan, backend::KvElem::f16, n_ctx, 1, 256); };
 
   if (!logit_tokens.empty()) {
     std::vector<int32_t> toks;
@@ -55,7 +55,7 @@ int main(int argc, char** argv) try {
     for (int32_t t; in >> t;) toks.push_back(t);
     auto kv = fresh_cache();
     std::vector<float> out(toks.size() * V);
-    plan->run(backend::StepBatch::sequence(toks, 0, true), kv, out.data());
+    kv.run(*plan, backend::StepBatch::sequence(toks, 0, true), out.data());
     FILE* f = std::fopen(logit_out.c_str(), "wb");
     if (!f) loom::fail("cannot write {}", logit_out);
     std::fwrite(out.data(), sizeof(float), out.size(), f);
@@ -71,13 +71,13 @@ int main(int argc, char** argv) try {
     return v[v.size() / 2];
   };
   auto kv = fresh_cache();
-  plan->run(backend::StepBatch::sequence({1, 2, 3, 4}, 0), kv, logits.data());  // warm-up
+  kv.run(*plan, backend::StepBatch::sequence({1, 2, 3, 4}, 0), logits.data());  // warm-up
   if (pp > 0) {
     std::vector<double> tps;
     for (int r = 0; r < reps; ++r) {
       auto kv = fresh_cache();
       const auto t0 = Clock::now();
-      plan->run(backend::StepBatch::sequence(prompt, 0), kv, logits.data());
+      kv.run(*plan, backend::StepBatch::sequence(prompt, 0), logits.data());
       tps.push_back(pp / std::chrono::duration<double>(Clock::now() - t0).count());
     }
     std::printf("%s pp%d: best %.1f t/s, median %.1f t/s (%d runs, %d threads)\n", backend_name.c_str(), pp,
@@ -87,11 +87,11 @@ int main(int argc, char** argv) try {
     std::vector<double> tps;
     for (int r = 0; r < reps; ++r) {
       auto kv = fresh_cache();
-      plan->run(backend::StepBatch::sequence({1}, 0), kv, logits.data());
+      kv.run(*plan, backend::StepBatch::sequence({1}, 0), logits.data());
       const auto t0 = Clock::now();
       int32_t tok = 1;
       for (int i = 0; i < tg; ++i) {
-        plan->run(backend::StepBatch::sequence({tok}, 1 + i), kv, logits.data());
+        kv.run(*plan, backend::StepBatch::sequence({tok}, 1 + i), logits.data());
         tok = int32_t(std::max_element(logits.begin(), logits.begin() + V) - logits.begin());
       }
       tps.push_back(tg / std::chrono::duration<double>(Clock::now() - t0).count());

@@ -25,7 +25,8 @@
 #include "backend/cpu/reference.h"
 #include "backend/registry.h"
 #include "common/error.h"
-#include "runtime/kv_cache.h"
+#include "../backend/kv_fixture.h"
+#include "runtime/engine.h"
 #include "runtime/model_loader.h"
 #include "synthetic_program.h"
 #include "text/tokenizer.h"
@@ -50,8 +51,8 @@ Pair compile_both(const ir::Module& m, const gguf::File& f, int threads = 2) {
           backend::cpu::make_reference_backend()->compile(m, ws, {threads})};
 }
 
-runtime::KvCache cache_for(const backend::Plan& p, int seqs = 1, backend::KvElem e = backend::KvElem::f16) {
-  return runtime::KvCache(p.kv_layers(), {e, 1024, seqs, 16});
+loom::testing::TestKv cache_for(const backend::Plan& p, int seqs = 1, backend::KvElem e = backend::KvElem::f16) {
+  return loom::testing::TestKv(p, e, 1024, seqs, 16);
 }
 
 struct Agreement {
@@ -122,12 +123,12 @@ Agreement prefill_then_decode(const Pair& p, const std::vector<int32_t>& prompt,
   std::vector<int32_t> first(prompt.begin(), prompt.begin() + T);
   std::vector<float> a(size_t(T) * V), b(size_t(T) * V);
   Agreement ag;
-  p.fast->run(backend::StepBatch::sequence(first, 0, true), kf, a.data());
-  p.ref->run(backend::StepBatch::sequence(first, 0, true), kr, b.data());
+  kf.run(*p.fast, backend::StepBatch::sequence(first, 0, true), a.data());
+  kr.run(*p.ref, backend::StepBatch::sequence(first, 0, true), b.data());
   accumulate(ag, b.data(), a.data(), T, V);
   for (int i = 0; i < decode; ++i) {
-    p.fast->run(backend::StepBatch::sequence({prompt[T + i]}, T + i), kf, a.data());
-    p.ref->run(backend::StepBatch::sequence({prompt[T + i]}, T + i), kr, b.data());
+    kf.run(*p.fast, backend::StepBatch::sequence({prompt[T + i]}, T + i), a.data());
+    kr.run(*p.ref, backend::StepBatch::sequence({prompt[T + i]}, T + i), b.data());
     accumulate(ag, b.data(), a.data(), 1, V);
   }
   return ag;
@@ -200,14 +201,14 @@ TEST(FastBackend, TwoSequencesInOneBatch) {
   for (int i = 0; i < 5; ++i) b.tokens.push_back(a1[i]), b.positions.push_back(i), b.seq_ids.push_back(1), b.want_logits.push_back(1);
   const size_t rows = b.n_logit_rows();
   std::vector<float> x(rows * V), y(rows * V);
-  p.fast->run(b, kf, x.data());
-  p.ref->run(b, kr, y.data());
+  kf.run(*p.fast, b, x.data());
+  kr.run(*p.ref, b, y.data());
   Agreement ag;
   accumulate(ag, y.data(), x.data(), int64_t(rows), V);
   // Each sequence alone on the fast backend gives the same rows as the mixed batch.
   auto k1 = cache_for(*p.fast, 2);
   std::vector<float> alone(5 * V);
-  p.fast->run(backend::StepBatch::sequence(a1, 0, true, 1), k1, alone.data());
+  k1.run(*p.fast, backend::StepBatch::sequence(a1, 0, true, 1), alone.data());
   for (int64_t i = 0; i < 5 * V; ++i) ASSERT_NEAR(alone[i], x[(rows - 5) * V + i], 1e-3f) << i;
   // Decode one more token in each sequence in one step.
   backend::StepBatch d;
@@ -216,8 +217,8 @@ TEST(FastBackend, TwoSequencesInOneBatch) {
   d.seq_ids = {0, 1};
   d.want_logits = {1, 1};
   std::vector<float> dx(2 * V), dy(2 * V);
-  p.fast->run(d, kf, dx.data());
-  p.ref->run(d, kr, dy.data());
+  kf.run(*p.fast, d, dx.data());
+  kr.run(*p.ref, d, dy.data());
   accumulate(ag, dy.data(), dx.data(), 2, V);
   expect_agree(ag, "two sequences, mixed wants + decode");
 }
@@ -225,12 +226,10 @@ TEST(FastBackend, TwoSequencesInOneBatch) {
 TEST(FastBackend, RollbackRedecodesIdentically) {
   auto sm = loom::testing::make_synthetic({});
   auto ws = backend::WeightSource::bind(sm.module, *sm.file);
-  runtime::Session s(backend::cpu::make_fast_backend()->compile(sm.module, ws, {2}), {1024, backend::KvElem::f16, 512});
-  auto decode = [&](int32_t tok) {
-    auto l = s.decode(tok);
-    return std::vector<float>(l.begin(), l.end());
-  };
-  s.prefill(tokens(20, sm.spec.V, 5));
+  runtime::Engine engine(backend::cpu::make_fast_backend()->compile(sm.module, ws, {2}), {.n_ctx = 1024});
+  runtime::DirectSequence s(engine);
+  auto decode = [&](int32_t tok) { return s.feed(std::span<const int32_t>(&tok, 1)); };
+  s.feed(tokens(20, sm.spec.V, 5));
   decode(4);  // a draft token that gets rejected
   decode(6);
   s.rollback(20);

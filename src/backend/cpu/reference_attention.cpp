@@ -74,7 +74,7 @@ void kernel_attention(KernelArgs& a) {
                v.cols, a.out.cols, n_head, hd, n_kv, hd, vd);
   const int64_t T = q.rows;
   if (int64_t(a.ctx.batch.size()) != T) loom::fail("%{}: attention after rows were dropped", a.op.result);
-  KvStore& kv = a.ctx.kv;
+  const HostKvView& kv = a.ctx.kv;
   const KvElem elem = kv.elem();
   if (elem == KvElem::q8_0) loom::fail("%{}: the reference backend has no q8_0 KV cache yet (--kv-type f16)", a.op.result);
 

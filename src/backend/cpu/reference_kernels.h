@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/host_kv.h"
 #include "backend/cpu/thread_pool.h"
 #include "passes/lowering.h"
 
@@ -26,7 +27,7 @@ struct Tensor {
 struct StepContext {
   ThreadPool& pool;
   const StepBatch& batch;
-  KvStore& kv;
+  HostKvView kv;
 };
 
 struct KernelArgs {

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "backend/cpu/reference.h"
+#include "backend/host_kv.h"
 #include "backend/cpu/reference_kernels.h"
 #include "backend/cpu/value_dump.h"
 #include "common/error.h"
@@ -49,7 +50,10 @@ struct ReferenceOptions {
 class ReferencePlan final : public Plan {
  public:
   ReferencePlan(const ir::Module& m, const WeightSource& ws, const ReferenceOptions& o);
-  void run(const StepBatch& batch, KvStore& kv, float* logits_out) override;
+  void run(const StepBatch& batch, KvStorage& kv, float* logits_out) override;
+  std::unique_ptr<KvStorage> allocate_kv(int32_t n_blocks, int32_t block_size, KvElem elem) const override {
+    return std::make_unique<HostKvStorage>(layers_, n_blocks, block_size, elem);
+  }
   int64_t vocab_size() const override { return vocab_; }
   const std::vector<KvLayerShape>& kv_layers() const override { return layers_; }
   int threads() const override { return pool_.size(); }
@@ -117,12 +121,9 @@ std::vector<std::string> ReferencePlan::explain() const {
   return out;
 }
 
-void ReferencePlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
+void ReferencePlan::run(const StepBatch& batch, KvStorage& kv, float* logits_out) {
   batch.validate();
   const int64_t T = int64_t(batch.size());
-  std::map<int32_t, int32_t> extent;  // per sequence: one past its highest position
-  for (int64_t t = 0; t < T; ++t) extent[batch.seq(t)] = std::max(extent[batch.seq(t)], batch.positions[t] + 1);
-  for (auto [seq, n] : extent) kv.reserve(seq, n);
 
   std::vector<Tensor> values(n_slots_);
   values[tok_slot_] = {T, 1, {}, batch.tokens};
@@ -131,7 +132,7 @@ void ReferencePlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) 
   for (int64_t t = 0; t < T; ++t)
     if (batch.wants(t)) keep.push_back(t);
   int64_t rows = T;
-  StepContext ctx{pool_, batch, kv};
+  StepContext ctx{pool_, batch, HostKvView::bind(kv, batch, layers_)};
   auto drop_rows = [&] {
     if (int64_t(keep.size()) == rows) return;
     for (auto& v : values) {

@@ -110,7 +110,7 @@ inline void round_f16(float* x, int64_t n) {
 // Walks the rows of one layer and sequence position by position, asking the cache for a row
 // pointer only at the start of each storage block.
 struct RowWalker {
-  KvStore& kv;
+  const HostKvView& kv;
   int layer;
   int32_t seq, block;
   size_t stride;
@@ -118,7 +118,7 @@ struct RowWalker {
   uint8_t* ptr = nullptr;
   const uint8_t* at(int32_t pos, bool first) {
     if (first || pos % block == 0)
-      ptr = static_cast<uint8_t*>(values ? kv.v_row(layer, seq, pos) : kv.k_row(layer, seq, pos));
+      ptr = values ? kv.v_row(layer, seq, pos) : kv.k_row(layer, seq, pos);
     else
       ptr += stride;
     return ptr;
@@ -135,7 +135,7 @@ constexpr int64_t kBlockRows = 16;  // query rows of one sequence per prefill ta
 // no horizontal sums), softmax runs lane-wise, and each row's output accumulates in registers.
 void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, int64_t t0, int64_t t1, int64_t g,
                   int thread) {
-  KvStore& kv = e.kv;
+  const HostKvView& kv = e.kv;
   const KvElem elem = kv.elem();
   const size_t esz = elem == KvElem::f16 ? 2 : 4;
   const int64_t hd = a.head_dim, vd = a.value_dim, rows = t1 - t0;
@@ -252,7 +252,7 @@ void run_attention(const Step& s, Exec& e) {
   const float* kx = e.value(s.in[1]);
   const float* vx = e.value(s.in[2]);
   float* out = e.value(s.out);
-  KvStore& kv = e.kv;
+  const HostKvView& kv = e.kv;
   const KvElem elem = kv.elem();
   if (elem == KvElem::q8_0) loom::fail("%{}: the fast CPU backend has no q8_0 KV cache yet (--kv-type f16)", s.op->result);
   const size_t esz = elem == KvElem::f16 ? 2 : 4;

@@ -66,13 +66,10 @@ void FastPlan::drop_rows(Exec& e) {
   e.rows = kept;
 }
 
-void FastPlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
+void FastPlan::run(const StepBatch& batch, KvStorage& kv, float* logits_out) {
   batch.validate();
   loom::quant::simd::force_isa(opt_.isa);  // the level is process-wide; this plan's is its own
   const int64_t T = int64_t(batch.size());
-  std::map<int32_t, int32_t> extent;  // per sequence: one past its highest position
-  for (int64_t t = 0; t < T; ++t) extent[batch.seq(t)] = std::max(extent[batch.seq(t)], batch.positions[t] + 1);
-  for (auto [seq, n] : extent) kv.reserve(seq, n);
 
   if (T > capacity_) {
     capacity_ = (T + 15) / 16 * 16;
@@ -85,7 +82,7 @@ void FastPlan::run(const StepBatch& batch, KvStore& kv, float* logits_out) {
     if (batch.wants(t)) keep_.push_back(t);
   std::fill(rope_ready_.begin(), rope_ready_.end(), 0);
 
-  Exec e{pool_, batch, kv};
+  Exec e{pool_, batch, HostKvView::bind(kv, batch, layers_)};
   e.rows = T;
   e.tokens = tokens_.data();
   e.positions = positions_.data();

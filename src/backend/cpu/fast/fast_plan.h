@@ -13,7 +13,10 @@ namespace loom::backend::cpu::fast {
 class FastPlan final : public Plan {
  public:
   FastPlan(const ir::Module& m, const WeightSource& ws, const FastOptions& o);  // fast_compile.cpp
-  void run(const StepBatch& batch, KvStore& kv, float* logits_out) override;  // fast_plan.cpp
+  void run(const StepBatch& batch, KvStorage& kv, float* logits_out) override;  // fast_plan.cpp
+  std::unique_ptr<KvStorage> allocate_kv(int32_t n_blocks, int32_t block_size, KvElem elem) const override {
+    return std::make_unique<HostKvStorage>(layers_, n_blocks, block_size, elem);
+  }
   int64_t vocab_size() const override { return vocab_; }
   const std::vector<KvLayerShape>& kv_layers() const override { return layers_; }
   int threads() const override { return pool_.size(); }

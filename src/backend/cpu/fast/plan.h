@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/host_kv.h"
 #include "backend/cpu/fast/spin_pool.h"
 #include "passes/lowering.h"
 
@@ -86,7 +87,7 @@ struct Step {
 struct Exec {
   SpinPool& pool;
   const StepBatch& batch;
-  KvStore& kv;
+  HostKvView kv;
   int64_t rows = 0;                 // rows of every value now (T, or the kept rows after the drop)
   const int32_t* tokens = nullptr;  // per row
   const int32_t* positions = nullptr;
