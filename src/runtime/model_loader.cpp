@@ -5,7 +5,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/registry.h"
 #include "common/error.h"
 
 // The porter and the .loom parser are separate modules that land independently; until one is
@@ -84,17 +83,6 @@ LoadedModel load_model(const std::string& path, const std::string& gguf_override
 #endif
   }
   return lm;
-}
-
-std::unique_ptr<Session> open_session(const LoadedModel& model, const RunOptions& opts) {
-  auto be = backend::make_backend(opts.backend);
-  auto ws = backend::WeightSource::bind(model.module, *model.file);
-  auto plan = be->compile(model.module, ws, {opts.threads});
-  int32_t n_ctx = opts.n_ctx;
-  const ir::SymDim* p = model.module.find_dim("P");
-  const int64_t bound = p ? p->hi : 0;
-  if (n_ctx <= 0) n_ctx = int32_t(bound > 0 ? std::min<int64_t>(4096, bound) : 4096);
-  return std::make_unique<Session>(std::move(plan), SessionOptions{n_ctx, opts.kv_elem, opts.n_batch});
 }
 
 }  // namespace loom::runtime

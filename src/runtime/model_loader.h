@@ -12,10 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "backend/backend.h"
 #include "gguf/file.h"
 #include "ir/module.h"
-#include "runtime/session.h"
 
 namespace loom::runtime {
 
@@ -26,16 +24,5 @@ struct LoadedModel {
 };
 
 LoadedModel load_model(const std::string& path, const std::string& gguf_override = "");
-
-struct RunOptions {
-  std::string backend = "cpu";  // backend::make_backend name: "cpu" (fast) or "cpu-ref"
-  int threads = 0;      // 0: schedule's threads, else hardware concurrency
-  int32_t n_ctx = 0;    // 0: min(4096, the program's bound on positions)
-  backend::KvElem kv_elem = backend::KvElem::f16;
-  int32_t n_batch = 512;
-};
-
-// Compiles the module for the chosen backend and opens a session on it.
-std::unique_ptr<Session> open_session(const LoadedModel& model, const RunOptions& opts);
 
 }  // namespace loom::runtime

@@ -110,12 +110,34 @@ void Sampler::min_p(std::vector<Candidate>& c, float p) {
   std::erase_if(c, [&](const Candidate& x) { return x.logit < floor; });
 }
 
+// Greedy without building the candidate list: the penalties change only the logits of tokens
+// in the window, so the argmax runs over the raw row with those few replaced.
+int32_t Sampler::argmax(std::span<const float> logits) const {
+  std::vector<Candidate> pen;
+  if (!recent_.empty() && (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f)) {
+    for (int32_t t : recent_)
+      if (t >= 0 && size_t(t) < logits.size()) pen.push_back({t, logits[size_t(t)]});
+    std::sort(pen.begin(), pen.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    pen.erase(std::unique(pen.begin(), pen.end(), [](const Candidate& a, const Candidate& b) { return a.id == b.id; }),
+              pen.end());
+    apply_penalties(pen);
+  }
+  Candidate best{0, -INFINITY};
+  size_t k = 0;  // next penalized id (ascending)
+  for (size_t i = 0; i < logits.size(); ++i) {
+    float x = logits[i];
+    if (k < pen.size() && size_t(pen[k].id) == i) x = pen[k++].logit;
+    if (x > best.logit || i == 0) best = {int32_t(i), x};  // ties keep the lowest id
+  }
+  return best.id;
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) loom::fail("sampler: empty logits");
+  if (p_.temperature <= 0.0f) return argmax(logits);
   std::vector<Candidate> c(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) c[i] = {int32_t(i), logits[i]};
   apply_penalties(c);
-  if (p_.temperature <= 0.0f) return std::min_element(c.begin(), c.end(), by_logit_desc)->id;
   top_k(c, p_.top_k);
   top_p(c, p_.top_p);
   min_p(c, p_.min_p);

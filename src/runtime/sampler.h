@@ -59,6 +59,7 @@ class Sampler {
   static void softmax(std::vector<Candidate>& c);  // sorts by logit, descending; fills p
 
  private:
+  int32_t argmax(std::span<const float> logits) const;
   SamplerParams p_;
   Rng rng_;
   std::deque<int32_t> recent_;

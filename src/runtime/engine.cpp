@@ -1,0 +1,375 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "runtime/scheduler.h"
+
+namespace loom::runtime {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double rate(int32_t n, double s) { return s > 0 ? n / s : 0.0; }
+}  // namespace
+
+const char* finish_name(Finish f) {
+  switch (f) {
+    case Finish::none: return "none";
+    case Finish::eog: return "eog";
+    case Finish::stop: return "stop";
+    case Finish::length: return "length";
+    case Finish::cancelled: return "cancelled";
+    case Finish::error: return "error";
+  }
+  return "?";
+}
+
+std::string RequestStats::speed_line() const {
+  return fmt::format("prompt: {} tokens, {:.1f} t/s | generation: {} tokens, {:.1f} t/s", evaluated_tokens,
+                     rate(evaluated_tokens, prompt_seconds), generated, rate(generated, gen_seconds));
+}
+
+struct Engine::Sequence {
+  Sequence(RequestId i, Request r, Clock::time_point t) : id(i), req(std::move(r)), sampler(req.sampling), submitted(t) {}
+  RequestId id;
+  Request req;
+  Sampler sampler;
+  std::optional<text::StreamDecoder> stream;
+  std::vector<int32_t> tokens;  // prompt, then each sampled token that is to be fed back
+  int32_t n_computed = 0;       // positions whose KV rows are in the pool
+  bool decoding = false;        // the prompt is done
+  std::vector<int32_t> blocks;  // block table
+  int32_t reserved = 0;         // blocks promised and not yet taken
+  int32_t n_indexed = 0;        // leading blocks whose chain key is known (shared or indexed)
+  BlockKey last_key = 0;        // the key of block n_indexed - 1 (0: none yet)
+  RequestStats stats;
+  Clock::time_point submitted, admitted, first_token;
+};
+
+Engine::Engine(std::unique_ptr<backend::Plan> plan, EngineOptions opts, const text::Tokenizer* tok)
+    : plan_(std::move(plan)),
+      opts_(opts),
+      tok_(tok),
+      alloc_((opts.n_ctx > 0 && opts.block_size > 0 && opts.max_seqs > 0)
+                 ? (opts.n_blocks > 0 ? opts.n_blocks
+                                      : opts.max_seqs * ((opts.n_ctx + opts.block_size - 1) / opts.block_size))
+                 : 1,
+             cache_) {
+  if (opts_.n_ctx <= 0) loom::fail("engine: context length must be > 0, got {}", opts_.n_ctx);
+  if (opts_.max_seqs <= 0) loom::fail("engine: max_seqs must be > 0, got {}", opts_.max_seqs);
+  if (opts_.n_batch <= 0) loom::fail("engine: batch size must be > 0, got {}", opts_.n_batch);
+  if (opts_.block_size <= 0) loom::fail("engine: block size must be > 0, got {}", opts_.block_size);
+  opts_.n_blocks = alloc_.n_blocks();
+  vocab_ = plan_->vocab_size();
+  kv_ = plan_->allocate_kv(opts_.n_blocks, opts_.block_size, opts_.kv_elem);
+}
+
+Engine::~Engine() = default;
+
+std::string Engine::refusal(const Request& r) const {
+  if (r.prompt.empty()) return "empty prompt";
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= vocab_)
+      return fmt::format("prompt token {} (at {}) is outside the vocabulary of {}", r.prompt[i], i, vocab_);
+  if (int64_t(r.prompt.size()) > opts_.n_ctx)
+    return fmt::format("prompt of {} tokens does not fit the context of {} tokens (raise -c)", r.prompt.size(),
+                       opts_.n_ctx);
+  const int64_t positions = r.max_tokens < 0 ? opts_.n_ctx
+                                             : std::min<int64_t>(opts_.n_ctx, int64_t(r.prompt.size()) +
+                                                                                  std::max(0, r.max_tokens - 1));
+  if (blocks_for(int32_t(positions)) > opts_.n_blocks)
+    return fmt::format("needs {} KV blocks of {} positions ({} prompt tokens + {} to generate), the pool holds {}",
+                       blocks_for(int32_t(positions)), opts_.block_size, r.prompt.size(),
+                       r.max_tokens < 0 ? std::string("up to the context") : std::to_string(r.max_tokens),
+                       opts_.n_blocks);
+  try {
+    Sampler check(r.sampling);
+  } catch (const loom::Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+Submitted Engine::submit(Request r) {
+  Submitted out;
+  out.refused = refusal(r);
+  if (!out.ok()) return out;
+  {
+    std::lock_guard lock(queue_mu_);
+    out.id = next_id_++;
+    incoming_.push_back({out.id, std::move(r), Clock::now()});
+  }
+  queue_cv_.notify_one();
+  return out;
+}
+
+void Engine::cancel(RequestId id) {
+  {
+    std::lock_guard lock(queue_mu_);
+    cancels_.push_back(id);
+  }
+  queue_cv_.notify_one();
+}
+
+bool Engine::wait_for_work(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(queue_mu_);
+  return queue_cv_.wait_for(lock, timeout, [&] { return !incoming_.empty() || !cancels_.empty(); });
+}
+
+bool Engine::idle() const {
+  std::lock_guard lock(queue_mu_);
+  return incoming_.empty() && cancels_.empty() && waiting_.empty() && running_.empty();
+}
+
+std::vector<int32_t> Engine::block_table(RequestId id) const {
+  for (const auto& s : running_)
+    if (s->id == id) return s->blocks;
+  return {};
+}
+
+void Engine::take_incoming(std::vector<Event>& events) {
+  std::deque<Incoming> in;
+  std::vector<RequestId> cancels;
+  {
+    std::lock_guard lock(queue_mu_);
+    in.swap(incoming_);
+    cancels.swap(cancels_);
+  }
+  for (auto& r : in) waiting_.push_back(std::make_unique<Sequence>(r.id, std::move(r.req), r.submitted));
+  for (RequestId id : cancels) {
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
+      if ((*it)->id == id) {
+        finish(**it, Finish::cancelled, events);
+        waiting_.erase(it);
+        break;
+      }
+    for (auto it = running_.begin(); it != running_.end(); ++it)
+      if ((*it)->id == id) {
+        finish(**it, Finish::cancelled, events);
+        running_.erase(it);
+        break;
+      }
+  }
+}
+
+// Shares the prompt's cached full blocks and reserves the rest; false (nothing held) when the
+// pool cannot promise them now.
+bool Engine::admit(Sequence& s) {
+  const auto& prompt = s.req.prompt;
+  const int32_t bs = opts_.block_size;
+  // At least the last prompt token is computed: its logits give the first token.
+  const size_t max_shared = (prompt.size() - 1) / size_t(bs);
+  std::vector<int32_t> shared;
+  BlockKey parent = 0;
+  int32_t parked = 0;
+  for (size_t b = 0; b < max_shared; ++b) {
+    std::span<const int32_t> toks(prompt.data() + b * bs, size_t(bs));
+    const BlockKey key = chain_key(parent, toks);
+    const int32_t block = cache_.find(key, parent, toks);
+    if (block < 0) break;
+    shared.push_back(block);
+    parked += cache_.parked(block);
+    parent = key;
+  }
+  const int32_t positions = s.req.max_tokens < 0
+                                ? opts_.n_ctx
+                                : int32_t(std::min<int64_t>(opts_.n_ctx, int64_t(prompt.size()) +
+                                                                             std::max(0, s.req.max_tokens - 1)));
+  const int32_t need = blocks_for(positions) - int32_t(shared.size());
+  if (parked + need > alloc_.available()) return false;
+  for (int32_t b : shared) alloc_.share(b);
+  if (!alloc_.reserve(need)) loom::fail("KV pool: reservation failed after the check");  // unreachable
+  s.blocks = shared;
+  s.reserved = need;
+  s.n_indexed = int32_t(shared.size());
+  s.last_key = parent;
+  s.n_computed = int32_t(shared.size()) * bs;
+  s.tokens = prompt;
+  for (int32_t t : prompt) s.sampler.accept(t);
+  if (tok_) s.stream.emplace(*tok_);
+  s.stats.prompt_tokens = int32_t(prompt.size());
+  s.stats.reused_tokens = s.n_computed;
+  s.stats.evaluated_tokens = int32_t(prompt.size()) - s.n_computed;
+  s.admitted = Clock::now();
+  s.stats.queue_seconds = seconds(s.submitted, s.admitted);
+  return true;
+}
+
+void Engine::grow(std::vector<int32_t>& table, int32_t& reserved, int32_t n_pos) {
+  while (int32_t(table.size()) < blocks_for(n_pos)) {
+    if (reserved <= 0) loom::fail("engine: a sequence outgrew its reservation");  // a bookkeeping bug
+    table.push_back(alloc_.take_reserved());
+    --reserved;
+  }
+}
+
+void Engine::index_full_blocks(Sequence& s) {
+  const int32_t bs = opts_.block_size;
+  while ((s.n_indexed + 1) * bs <= s.n_computed) {
+    std::span<const int32_t> toks(s.tokens.data() + size_t(s.n_indexed) * bs, size_t(bs));
+    const BlockKey key = chain_key(s.last_key, toks);
+    // A block another sequence already indexed under this key stays private to this one.
+    cache_.insert(key, s.last_key, toks, s.blocks[size_t(s.n_indexed)]);
+    s.last_key = key;
+    ++s.n_indexed;
+  }
+}
+
+void Engine::finish(Sequence& s, Finish why, std::vector<Event>& events, std::string error, std::string text,
+                    int32_t token) {
+  const auto now = Clock::now();
+  if (s.req.cache_prefix && why != Finish::error) index_full_blocks(s);
+  for (int32_t b : s.blocks) alloc_.release(b);
+  s.blocks.clear();
+  alloc_.unreserve(s.reserved);
+  s.reserved = 0;
+  if (s.stream) text += s.stream->finish();
+  if (s.stats.generated > 0) s.stats.gen_seconds = seconds(s.first_token, now);
+  else if (s.admitted != Clock::time_point{}) s.stats.prompt_seconds = seconds(s.admitted, now);
+  events.push_back({s.id, token, std::move(text), why, std::move(error), s.stats});
+}
+
+// Samples the sequence's next token from its logits row; reports it, and ends the request
+// when the token or the limits say so.
+void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events) {
+  const auto now = Clock::now();
+  if (s.stats.generated == 0) {
+    s.first_token = now;
+    s.stats.prompt_seconds = seconds(s.admitted, now);
+  }
+  if (s.req.max_tokens >= 0 && s.stats.generated >= s.req.max_tokens) {  // max_tokens 0: the prompt only
+    finish(s, Finish::length, events);
+    return;
+  }
+  const int32_t t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)));
+  s.sampler.accept(t);
+  ++s.stats.generated;
+  if (!s.req.ignore_eog && tok_ && tok_->vocab().is_eog(t)) return finish(s, Finish::eog, events, {}, {}, t);
+  if (s.req.stop.count(t)) return finish(s, Finish::stop, events, {}, {}, t);
+  std::string piece = s.stream ? s.stream->push(t) : std::string();
+  const bool at_limit = s.req.max_tokens >= 0 && s.stats.generated >= s.req.max_tokens;
+  if (at_limit || s.n_computed >= opts_.n_ctx) return finish(s, Finish::length, events, {}, std::move(piece), t);
+  s.tokens.push_back(t);
+  events.push_back({s.id, t, std::move(piece), Finish::none, {}, {}});
+}
+
+std::vector<Event> Engine::step() {
+  std::vector<Event> events;
+  take_incoming(events);
+  while (!waiting_.empty() && int32_t(running_.size()) < opts_.max_seqs && admit(*waiting_.front())) {
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+  std::vector<SeqProgress> progress;
+  for (const auto& s : running_) progress.push_back({int32_t(s->tokens.size()) - s->n_computed, s->decoding});
+  const auto slices = schedule_step(progress, opts_.n_batch, rotate_);
+  if (slices.empty()) return events;
+  rotate_ += size_t(opts_.n_batch);
+
+  backend::StepBatch batch;
+  for (size_t k = 0; k < slices.size(); ++k) {
+    Sequence& s = *running_[slices[k].seq];
+    grow(s.blocks, s.reserved, s.n_computed + slices[k].count);
+    for (int32_t i = 0; i < slices[k].count; ++i) {
+      batch.tokens.push_back(s.tokens[size_t(s.n_computed + i)]);
+      batch.positions.push_back(s.n_computed + i);
+      batch.seq_ids.push_back(int32_t(k));
+      batch.want_logits.push_back(slices[k].logits && i + 1 == slices[k].count);
+    }
+    batch.block_tables.push_back(s.blocks);
+  }
+  logits_.resize(batch.n_logit_rows() * size_t(vocab_));
+  std::string error;
+  try {
+    plan_->run(batch, *kv_, logits_.data());
+  } catch (const loom::Error& e) {
+    error = e.what();
+  }
+  evaluated_ += int64_t(batch.size());
+  std::vector<bool> done(running_.size(), false);
+  size_t row = 0;
+  for (const auto& sl : slices) {
+    Sequence& s = *running_[sl.seq];
+    if (!error.empty()) {
+      finish(s, Finish::error, events, error);
+      done[sl.seq] = true;
+      continue;
+    }
+    s.n_computed += sl.count;
+    if (s.req.cache_prefix) index_full_blocks(s);
+    if (!sl.logits) continue;
+    s.decoding = true;
+    const size_t before = events.size();
+    sample(s, logits_.data() + row++ * size_t(vocab_), events);
+    done[sl.seq] = events.size() > before && events.back().finish != Finish::none;
+  }
+  size_t w = 0;
+  for (size_t i = 0; i < running_.size(); ++i)
+    if (!done[i]) running_[w++] = std::move(running_[i]);
+  running_.resize(w);
+  return events;
+}
+
+std::vector<float> Engine::evaluate(std::span<const int32_t> tokens, size_t first_row) {
+  DirectSequence d(*this);
+  return d.feed(tokens, first_row);
+}
+
+DirectSequence::~DirectSequence() {
+  reset();
+  --e_.direct_open_;
+}
+
+void DirectSequence::rollback(int32_t pos) {
+  if (pos < 0 || pos > n_past_) loom::fail("rollback to position {} but the sequence is at {}", pos, n_past_);
+  const size_t keep = size_t(e_.blocks_for(pos));
+  while (blocks_.size() > keep) {
+    e_.alloc_.release(blocks_.back());
+    blocks_.pop_back();
+  }
+  n_past_ = pos;
+}
+
+std::vector<float> DirectSequence::feed(std::span<const int32_t> tokens, size_t first_row) {
+  if (tokens.empty()) loom::fail("evaluate needs at least one token");
+  if (first_row == SIZE_MAX) first_row = tokens.size() - 1;
+  if (first_row >= tokens.size()) loom::fail("evaluate: first row {} but only {} tokens", first_row, tokens.size());
+  if (int64_t(n_past_) + int64_t(tokens.size()) > e_.opts_.n_ctx)
+    loom::fail("context length exceeded: {} tokens in the cache + {} new > context {} (raise -c)", n_past_,
+               tokens.size(), e_.opts_.n_ctx);
+  for (const int32_t t : tokens)
+    if (t < 0 || t >= e_.vocab_) loom::fail("token id {} is outside the vocabulary of {}", t, e_.vocab_);
+  const int32_t need = e_.blocks_for(n_past_ + int32_t(tokens.size())) - int32_t(blocks_.size());
+  if (need > 0 && !e_.alloc_.reserve(need))
+    loom::fail("KV pool full: {} more blocks needed, {} available ({} in use by requests)", need,
+               e_.alloc_.available(), e_.alloc_.in_use());
+  int32_t reserved = std::max(need, 0);
+  e_.grow(blocks_, reserved, n_past_ + int32_t(tokens.size()));
+  const size_t V = size_t(e_.vocab_);
+  std::vector<float> out((tokens.size() - first_row) * V);
+  std::vector<float> scratch;
+  size_t row = 0;
+  for (size_t i = 0; i < tokens.size(); i += size_t(e_.opts_.n_batch)) {
+    const size_t n = std::min(tokens.size() - i, size_t(e_.opts_.n_batch));
+    auto batch = backend::StepBatch::sequence({tokens.begin() + i, tokens.begin() + i + n}, n_past_, true);
+    batch.block_tables.push_back(blocks_);
+    for (size_t j = 0; j < n; ++j) batch.want_logits[j] = i + j >= first_row;
+    const size_t rows = batch.n_logit_rows();
+    if (rows > 0) {
+      e_.plan_->run(batch, *e_.kv_, out.data() + row * V);
+    } else {  // no row of this chunk is wanted: run it for the cache, one row set aside
+      batch.want_logits.back() = 1;
+      scratch.resize(V);
+      e_.plan_->run(batch, *e_.kv_, scratch.data());
+    }
+    row += rows;
+    n_past_ += int32_t(n);
+    e_.evaluated_ += int64_t(n);
+  }
+  return out;
+}
+
+}  // namespace loom::runtime
