@@ -7,6 +7,10 @@ cleared before each repetition) and answers JSON-line requests on stdin, one per
 
   {"op": "pp", "n": 512, "depth": 0}   -> {"seconds": 0.93}
   {"op": "tg", "n": 128, "depth": 0}   -> {"seconds": 1.6, "token_seconds": [...]}
+  {"op": "batched", "n": 8, "pp": 128, "tg": 128}
+                                       -> {"pp_seconds": 2.1, "tg_seconds": 5.3}
+     (llama-batched-bench -npp 128 -ntg 128 -npl 8: the n prompts in one batch, n sequences
+      of their own KV stream, then tg steps of one token per sequence)
   {"op": "info"}                       -> {"system": "...", "version": "..."}
   {"op": "quit"}
 
@@ -29,18 +33,61 @@ class Peer:
         self.model = L.llama_model_load_from_file(model_path.encode(), mp)
         if not self.model:
             raise SystemExit(f"llama.cpp could not load {model_path}")
-        cp = L.llama_context_default_params()
-        cp.n_ctx, cp.n_batch, cp.n_ubatch = n_ctx, n_batch, n_ubatch
-        cp.n_threads = cp.n_threads_batch = threads
-        if hasattr(cp, "flash_attn_type") and flash_attn is not None:
-            cp.flash_attn_type = 1 if flash_attn else 0
-        self.ctx = L.llama_init_from_model(self.model, cp)
+        self.threads, self.n_ubatch, self.flash_attn = threads, n_ubatch, flash_attn
+        self.ctx = self._context(n_ctx, n_batch, 1)
+        self.batched_ctx = {}  # (n_seq, n_ctx) -> context with n_seq KV streams
         self.n_batch = n_batch
         self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
         self.rng = random.Random(1234)
 
+    def _context(self, n_ctx, n_batch, n_seq):
+        cp = L.llama_context_default_params()
+        cp.n_ctx, cp.n_batch, cp.n_ubatch = n_ctx, n_batch, min(self.n_ubatch, n_batch)
+        cp.n_seq_max = n_seq
+        if hasattr(cp, "kv_unified"):
+            cp.kv_unified = False  # llama-batched-bench's default: one KV stream per sequence
+        cp.n_threads = cp.n_threads_batch = self.threads
+        if hasattr(cp, "flash_attn_type") and self.flash_attn is not None:
+            cp.flash_attn_type = 1 if self.flash_attn else 0
+        ctx = L.llama_init_from_model(self.model, cp)
+        if not ctx:
+            raise RuntimeError(f"llama.cpp could not create a context of {n_ctx} for {n_seq} sequences")
+        return ctx
+
     def _clear(self):
         L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
+
+    def _decode_rows(self, ctx, rows):
+        """rows: (token, pos, seq, logits) in n_batch chunks, as llama-batched-bench's decode_helper."""
+        for i in range(0, len(rows), self.n_batch):
+            chunk = rows[i:i + self.n_batch]
+            b = L.llama_batch_init(len(chunk), 0, 1)
+            for j, (t, p, s, lg) in enumerate(chunk):
+                b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = t, p, 1, lg
+                b.seq_id[j][0] = s
+            b.n_tokens = len(chunk)
+            rc = L.llama_decode(ctx, b)
+            L.llama_batch_free(b)
+            if rc != 0:
+                raise RuntimeError(f"llama_decode returned {rc}")
+        L.llama_synchronize(ctx)
+
+    def batched(self, n, pp, tg):
+        per_seq = (pp + tg + 255) // 256 * 256
+        key = (n, per_seq)
+        if key not in self.batched_ctx:
+            self.batched_ctx[key] = self._context(n * per_seq, self.n_batch, n)
+        ctx = self.batched_ctx[key]
+        L.llama_memory_clear(L.llama_get_memory(ctx), True)
+        prompt = [(t, p, s, 1 if p == pp - 1 else 0)
+                  for s in range(n) for p, t in enumerate(self._random_tokens(pp))]
+        t0 = time.perf_counter()
+        self._decode_rows(ctx, prompt)
+        t1 = time.perf_counter()
+        for i in range(tg):
+            self._decode_rows(ctx, [(self.rng.randrange(self.n_vocab), pp + i, s, 1) for s in range(n)])
+        t2 = time.perf_counter()
+        return {"pp_seconds": t1 - t0, "tg_seconds": t2 - t1}
 
     def _decode(self, tokens, pos0):
         """Decodes tokens at positions pos0.. in n_batch chunks; logits only for the last."""
@@ -107,6 +154,8 @@ def main():
                 out = peer.pp(int(req["n"]), int(req.get("depth", 0)))
             elif op == "tg":
                 out = peer.tg(int(req["n"]), int(req.get("depth", 0)))
+            elif op == "batched":
+                out = peer.batched(int(req["n"]), int(req["pp"]), int(req["tg"]))
             elif op == "info":
                 out = {"system": L.llama_print_system_info().decode(), "version": L.__version__}
             elif op == "quit":

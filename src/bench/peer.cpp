@@ -99,13 +99,21 @@ class LlamaCppPython final : public Peer {
   std::string describe() const override { return describe_; }
   PeerTiming pp(int n, int depth) override { return ask("pp", n, depth); }
   PeerTiming tg(int n, int depth) override { return ask("tg", n, depth); }
+  BatchedTiming batched(int n_seq, int pp, int tg) override {
+    json r = request({{"op", "batched"}, {"n", n_seq}, {"pp", pp}, {"tg", tg}}, "batched");
+    return {r.at("pp_seconds").get<double>(), r.at("tg_seconds").get<double>()};
+  }
 
  private:
-  PeerTiming ask(const char* op, int n, int depth) {
-    child_.send(json{{"op", op}, {"n", n}, {"depth", depth}}.dump());
-    json r = json::parse(child_.receive(std::string("running ") + op), nullptr, false);
+  json request(const json& req, const std::string& what) {
+    child_.send(req.dump());
+    json r = json::parse(child_.receive("running " + what), nullptr, false);
     if (!r.is_object() || r.contains("error"))
-      loom::fail("bench peer: llama.cpp {} {} failed: {}", op, n, r.is_object() ? r["error"].dump() : "bad reply");
+      loom::fail("bench peer: llama.cpp {} failed: {}", what, r.is_object() ? r["error"].dump() : "bad reply");
+    return r;
+  }
+  PeerTiming ask(const char* op, int n, int depth) {
+    json r = request({{"op", op}, {"n", n}, {"depth", depth}}, std::string(op) + std::to_string(n));
     PeerTiming t;
     t.seconds = r.at("seconds").get<double>();
     if (r.contains("token_seconds")) t.token_seconds = r["token_seconds"].get<std::vector<double>>();
@@ -125,6 +133,9 @@ class LlamaBenchBinary final : public Peer {
   std::string describe() const override { return "llama-bench at " + path_; }
   PeerTiming pp(int n, int depth) override { return run(n, 0, depth); }
   PeerTiming tg(int n, int depth) override { return run(0, n, depth); }
+  BatchedTiming batched(int, int, int) override {
+    loom::fail("bench peer: llama-bench does not measure batched decode (use --vs llama.cpp)");
+  }
 
  private:
   PeerTiming run(int p, int g, int depth) {

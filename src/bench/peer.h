@@ -17,6 +17,12 @@ struct PeerTiming {
   std::vector<double> token_seconds;  // tg only, when the peer reports them
 };
 
+// llama-batched-bench's two phases: n_seq prompts of pp tokens in one batch, then tg steps of
+// one token per sequence.
+struct BatchedTiming {
+  double pp_seconds = 0, tg_seconds = 0;
+};
+
 class Peer {
  public:
   virtual ~Peer() = default;
@@ -24,6 +30,7 @@ class Peer {
   virtual std::string describe() const = 0;  // version / build facts for the report
   virtual PeerTiming pp(int n, int depth) = 0;
   virtual PeerTiming tg(int n, int depth) = 0;
+  virtual BatchedTiming batched(int n_seq, int pp, int tg) = 0;
 };
 
 struct PeerOptions {

@@ -1,6 +1,8 @@
 // loom bench: llama-bench's pp/tg measurements plus TTFT, per-token latency percentiles and
 // peak memory, optionally side by side with llama.cpp on the same file, interleaved A/B with
-// a paired bootstrap confidence interval on the speed ratio.
+// a paired bootstrap confidence interval on the speed ratio. --parallel N[,M…] measures
+// instead llama-batched-bench's aggregate speeds of N concurrent sequences on the engine
+// (bench/measure.h): S_PP = N·pp / t_pp and S_TG = generated tokens / t_tg.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -18,7 +20,7 @@
 #include "cli/verb.h"
 #include "common/error.h"
 #include "quant/simd/kernels.h"
-#include "runtime/model_loader.h"
+#include "runtime/model_bundle.h"
 
 namespace {
 
@@ -26,7 +28,7 @@ using nlohmann::json;
 
 struct BenchArgs {
   std::string model, gguf, vs, backend = "cpu";
-  std::vector<int> pp{512}, tg{128};
+  std::vector<int> pp{512}, tg{128}, parallel;
   int depth = 0, reps = 5, threads = 0, warmup = 1, n_batch = 512;
   bool as_json = false, quiet = false, ceiling = false;
 };
@@ -51,8 +53,10 @@ Ceiling measure_ceiling(const loom::runtime::LoadedModel& model, int threads) {
 }
 
 struct Test {
-  std::string kind;  // "pp" | "tg"
-  int n;
+  std::string kind;  // "pp" | "tg" | "parallel"
+  int n;             // tokens; parallel: sequences
+  int pp = 0, tg = 0;  // parallel: tokens per sequence
+  std::vector<double> loom_pp_tps, peer_pp_tps;  // parallel: S_PP per repetition (the t/s vectors hold S_TG)
   std::vector<double> loom_tps, peer_tps;       // per repetition
   std::vector<double> loom_sec, loom_tok_sec;   // prefill seconds (TTFT) / per-token seconds
   std::vector<double> peer_tok_sec;
@@ -76,18 +80,39 @@ std::string fmt_tps(const std::vector<double>& v) {
   return fmt::format("{:.1f} ± {:.1f}", s.median, s.stddev);
 }
 
+std::string test_name(const Test& t) {
+  if (t.kind == "parallel") return fmt::format("pp{}+tg{} x{}", t.pp, t.tg, t.n);
+  return t.kind + std::to_string(t.n);
+}
+
 void run_bench(const BenchArgs& a) {
-  auto model = loom::runtime::load_model(a.model, a.gguf);
+  const auto bundle = loom::runtime::ModelBundle::load(a.model, a.gguf);
+  const auto& model = bundle.model();
   loom::runtime::RunOptions ro;
   ro.threads = a.threads;
   ro.n_batch = a.n_batch;
   int max_pos = a.depth;
-  for (int n : a.pp) max_pos = std::max(max_pos, a.depth + n);
-  for (int n : a.tg) max_pos = std::max(max_pos, a.depth + n);
+  std::vector<Test> tests;
+  if (a.parallel.empty()) {
+    for (int n : a.pp) max_pos = std::max(max_pos, a.depth + n);
+    for (int n : a.tg) max_pos = std::max(max_pos, a.depth + n);
+    for (int n : a.pp) tests.push_back({"pp", n});
+    for (int n : a.tg) tests.push_back({"tg", n});
+  } else {
+    if (a.depth > 0) loom::fail("--parallel measures from an empty cache; drop --depth");
+    for (int n : a.parallel)
+      for (int pp : a.pp)
+        for (int tg : a.tg) {
+          tests.push_back({"parallel", n, pp, tg});
+          max_pos = std::max(max_pos, pp + tg + 1);
+          ro.max_seqs = std::max(ro.max_seqs, n);
+        }
+    if (tests.empty()) loom::fail("--parallel needs -p and -n of at least one token each");
+  }
   ro.n_ctx = max_pos + 1;
   ro.backend = a.backend;
-  auto session = loom::runtime::open_session(model, ro);
-  const int threads = session->plan().threads();
+  auto engine = bundle.open_engine(ro);
+  const int threads = engine->threads();
 
   std::unique_ptr<bench::Peer> peer;
   if (!a.vs.empty()) {
@@ -95,20 +120,30 @@ void run_bench(const BenchArgs& a) {
     peer = bench::make_peer(a.vs, {model.file->path(), threads, std::max(max_pos + 1, 512), 2048, 512});
   }
 
-  std::vector<Test> tests;
-  for (int n : a.pp) tests.push_back({"pp", n, {}, {}, {}, {}, {}});
-  for (int n : a.tg) tests.push_back({"tg", n, {}, {}, {}, {}, {}});
   const int total = int(tests.size()) * (a.reps + a.warmup);
   int step = 0;
   uint64_t seed = 42;
   for (auto& t : tests) {
     for (int r = 0; r < a.warmup + a.reps; ++r) {
       const bool warm = r < a.warmup;
-      progress(a, fmt::format("[{}/{}] {}{} rep {}{}", ++step, total, t.kind, t.n, r + 1 - a.warmup,
+      progress(a, fmt::format("[{}/{}] {} rep {}{}", ++step, total, test_name(t), r + 1 - a.warmup,
                               warm ? " (warm-up)" : ""));
+      if (t.kind == "parallel") {
+        const auto s = bench::measure_parallel(*engine, t.n, t.pp, t.tg, seed + r);
+        std::optional<bench::BatchedTiming> p;
+        if (peer) p = peer->batched(t.n, t.pp, t.tg);
+        if (warm) continue;
+        t.loom_tps.push_back(double(s.tg_tokens) / s.tg_seconds);
+        t.loom_pp_tps.push_back(double(s.pp_tokens) / s.pp_seconds);
+        if (p) {
+          t.peer_tps.push_back(double(t.n) * t.tg / p->tg_seconds);
+          t.peer_pp_tps.push_back(double(t.n) * t.pp / p->pp_seconds);
+        }
+        continue;
+      }
       // A then B with the same token count; the next pair starts where this one ended.
-      bench::Sample s = t.kind == "pp" ? bench::measure_pp(*session, t.n, a.depth, seed + r)
-                                       : bench::measure_tg(*session, t.n, a.depth, seed + r);
+      bench::Sample s = t.kind == "pp" ? bench::measure_pp(*engine, t.n, a.depth, seed + r)
+                                       : bench::measure_tg(*engine, t.n, a.depth, seed + r);
       std::optional<bench::PeerTiming> p;
       if (peer) p = t.kind == "pp" ? peer->pp(t.n, a.depth) : peer->tg(t.n, a.depth);
       if (warm) continue;
@@ -147,7 +182,14 @@ void run_bench(const BenchArgs& a) {
                       {"read_bandwidth_gbs", ceil->bandwidth_gbs}, {"int8_peak_gops", ceil->int8_gops},
                       {"tg_tps", ceil->tg_tps()}, {"pp_tps", ceil->pp_tps()}};
   for (const auto& t : tests) {
-    json j = {{"test", t.kind + std::to_string(t.n)}, {"loom_tps", summary_json(bench::summarize(t.loom_tps))}};
+    json j = {{"test", test_name(t)}, {"loom_tps", summary_json(bench::summarize(t.loom_tps))}};
+    if (t.kind == "parallel") {
+      j["sequences"] = t.n;
+      j["pp"] = t.pp;
+      j["tg"] = t.tg;
+      j["loom_pp_tps"] = summary_json(bench::summarize(t.loom_pp_tps));
+      if (peer) j["peer_pp_tps"] = summary_json(bench::summarize(t.peer_pp_tps));
+    }
     if (t.kind == "pp") j["ttft_ms"] = summary_json(bench::summarize(t.loom_sec), 1e3);
     if (!t.loom_tok_sec.empty()) j["token_ms"] = summary_json(bench::summarize(t.loom_tok_sec), 1e3);
     if (peer) {
@@ -166,9 +208,9 @@ void run_bench(const BenchArgs& a) {
               double(model.file->size()) / (1 << 20), a.backend.c_str(), threads, loom::quant::simd::isa_name(),
               LOOM_VERSION, LOOM_GIT_COMMIT);
   if (peer) std::printf("peer:  %s\n", peer->describe().c_str());
-  std::printf("\n| %-7s | %-16s | %-16s | %-22s | %-10s | %-24s |\n", "test", "loom t/s", peer ? "llama.cpp t/s" : "",
+  std::printf("\n| %-16s | %-16s | %-16s | %-22s | %-10s | %-24s |\n", "test", "loom t/s", peer ? "llama.cpp t/s" : "",
               peer ? "loom/peer (95% CI)" : "", "TTFT ms", "token ms P50/P95/P99");
-  std::printf("|---------|------------------|------------------|------------------------|------------|--------------------------|\n");
+  std::printf("|------------------|------------------|------------------|------------------------|------------|--------------------------|\n");
   for (const auto& t : tests) {
     std::string ratio, ttft = "-", lat = "-";
     if (peer) {
@@ -180,12 +222,19 @@ void run_bench(const BenchArgs& a) {
       auto s = bench::summarize(t.loom_tok_sec);
       lat = fmt::format("{:.2f}/{:.2f}/{:.2f}", s.p50 * 1e3, s.p95 * 1e3, s.p99 * 1e3);
     }
-    std::printf("| %-7s | %-16s | %-16s | %-22s | %-10s | %-24s |\n", (t.kind + std::to_string(t.n)).c_str(),
+    if (t.kind == "parallel") {
+      lat = "S_PP " + fmt_tps(t.loom_pp_tps) + (peer ? " vs " + fmt_tps(t.peer_pp_tps) : std::string());
+      ttft = "-";
+    }
+    std::printf("| %-16s | %-16s | %-16s | %-22s | %-10s | %-24s |\n", test_name(t).c_str(),
                 fmt_tps(t.loom_tps).c_str(), peer ? fmt_tps(t.peer_tps).c_str() : "", ratio.c_str(), ttft.c_str(),
                 lat.c_str());
   }
   std::printf("\npeak RSS %.1f MiB; %d repetitions after %d warm-up, depth %d; t/s as median ± stddev\n", rss_mib,
               a.reps, a.warmup, a.depth);
+  if (!a.parallel.empty())
+    std::printf("pp+tg xN: N sequences at once (llama-batched-bench -npp -ntg -npl); t/s is S_TG, all sequences'"
+                " generated tokens per second; S_PP their prompt tokens per second\n");
   if (!ceil) return;
   auto share = [&](const char* kind, double limit, bool of_peer) {
     std::string r;
@@ -236,14 +285,19 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   c->add_option("--warmup", a->warmup, "warm-up repetitions (not counted)")->capture_default_str();
   c->add_option("-t,--threads", a->threads, "threads (0: the program's schedule, else all cores)");
   c->add_option("-b,--batch", a->n_batch, "most tokens per prefill step")->capture_default_str();
+  auto par = std::make_shared<std::string>();
+  c->add_option("--parallel", *par,
+                "sequences decoded at once, comma-separated: llama-batched-bench's aggregate S_TG / S_PP with "
+                "-p/-n tokens per sequence (its -npl, -npp, -ntg)");
   c->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (reference)")->capture_default_str();
   c->add_option("--vs", a->vs, "peer on the same file: llama.cpp (llama-cpp-python) or a path to llama-bench");
   c->add_flag("--ceiling", a->ceiling, "also measure read bandwidth and int8 peak: the tg and pp ceilings for this file");
   c->add_flag("--json", a->as_json, "machine-readable output");
   c->add_flag("-q,--quiet", a->quiet, "no progress line");
-  c->callback([a, pp, tg] {
+  c->callback([a, pp, tg, par] {
     a->pp = parse_list(*pp, "--pp");
     a->tg = parse_list(*tg, "--tg");
+    a->parallel = parse_list(*par, "--parallel");
     if (a->pp.empty() && a->tg.empty()) loom::fail("nothing to measure: both --pp and --tg are 0");
     run_bench(*a);
   });

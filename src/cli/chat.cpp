@@ -1,7 +1,7 @@
-// `loom chat -m model.gguf`: an interactive terminal chat. Each turn re-renders the whole
-// conversation with the model's chat template; the generator re-uses the KV cache for the
-// tokens the new rendering shares with what the cache holds, so a turn only evaluates what is
-// new. /reset forgets the conversation, /exit or Ctrl-D quits.
+// `loom chat -m model.gguf`: an interactive terminal chat, one engine request per turn. Each
+// turn re-renders the whole conversation with the model's chat template; the engine's prefix
+// cache holds the previous turns' full KV blocks, so a turn evaluates only what is new (and
+// the tail of the last block). /reset forgets the conversation, /exit or Ctrl-D quits.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -10,9 +10,6 @@
 #include "cli/generation_flags.h"
 #include "cli/verb.h"
 #include "common/error.h"
-#include "runtime/generator.h"
-#include "text/chat_template.h"
-#include "text/tokenizer.h"
 
 namespace loom::cli {
 
@@ -25,21 +22,11 @@ struct ChatArgs {
   bool verbose = false;
 };
 
-// Templates that write BOS themselves (gemma's `{{ bos_token }}`) must not get a second one.
-bool starts_with_bos(const std::string& text, const text::Tokenizer& tok) {
-  const auto& v = tok.vocab();
-  if (!v.valid(v.bos)) return false;
-  const std::string& b = tok.token_to_piece(v.bos, true);
-  return !b.empty() && text.rfind(b, 0) == 0;
-}
-
 void chat(ChatArgs& a) {
-  auto model = runtime::load_model(a.gen.model, a.gen.gguf);
-  const auto tok = text::Tokenizer::from_gguf(*model.file);
-  const auto tmpl = text::chat_template_for(*model.file);
-  auto session = runtime::open_session(model, a.gen.run_options());
-  runtime::Sampler sampler(a.gen.sampler_params());
-  runtime::Generator gen(*session, sampler, tok);
+  const auto bundle = runtime::ModelBundle::load(a.gen.model, a.gen.gguf);
+  bundle.chat_template();  // a model without one fails here, before the first prompt
+  auto engine = bundle.open_engine(a.gen.run_options());
+  const runtime::SamplerParams sampling = a.gen.sampler_params();
   std::vector<text::ChatMessage> history;
   auto start = [&] {
     history.clear();
@@ -48,8 +35,9 @@ void chat(ChatArgs& a) {
   start();
   const bool tty = isatty(STDIN_FILENO);
   std::fprintf(stderr, "loom chat: %s, context %d tokens. /reset clears the conversation, /exit or Ctrl-D quits.\n",
-               model.origin.c_str(), session->n_ctx());
+               bundle.model().origin.c_str(), engine->options().n_ctx);
   std::string line;
+  uint64_t turn = 0;
   for (;;) {
     std::fputs("\n> ", stdout);
     std::fflush(stdout);
@@ -58,32 +46,47 @@ void chat(ChatArgs& a) {
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
       start();
-      gen.reset();
       std::fprintf(stderr, "(conversation cleared)\n");
       continue;
     }
     if (line.empty()) continue;
     history.push_back({"user", line});
-    const std::string prompt = tmpl.render(history, /*add_generation_prompt=*/true);
-    const auto ids = tok.encode(prompt, /*add_special=*/!starts_with_bos(prompt, tok), /*parse_special=*/true);
-    std::string reply;
-    runtime::GenerationStats st;
-    try {
-      st = gen.generate(ids, a.n_predict, [&](const std::string& s) {
-        reply += s;
-        std::fwrite(s.data(), 1, s.size(), stdout);
-        std::fflush(stdout);
-      });
-    } catch (const loom::Error& e) {  // e.g. the context is full: keep the chat alive
+    runtime::Request req;
+    req.prompt = bundle.encode_chat(history);
+    req.sampling = sampling;
+    req.sampling.seed = sampling.seed + turn++;  // one seed per turn, all from the one printed
+    req.max_tokens = a.n_predict;
+    req.cache_prefix = true;  // the next turn starts from this one's blocks
+    const auto sub = engine->submit(std::move(req));
+    if (!sub.ok()) {  // e.g. the conversation outgrew the context: keep the chat alive
       history.pop_back();
-      std::fprintf(stderr, "\nloom: %s — /reset to start over\n", e.what());
+      std::fprintf(stderr, "\nloom: %s — /reset to start over\n", sub.refused.c_str());
       continue;
     }
+    std::string reply;
+    runtime::Event end;
+    for (bool done = false; !done;)
+      for (auto& ev : engine->step()) {
+        if (ev.id != sub.id) continue;
+        reply += ev.text;
+        std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
+        std::fflush(stdout);
+        if (ev.finish != runtime::Finish::none) {
+          end = std::move(ev);
+          done = true;
+        }
+      }
     std::printf("\n");
+    if (end.finish == runtime::Finish::error) {
+      history.pop_back();
+      std::fprintf(stderr, "loom: %s — /reset to start over\n", end.error.c_str());
+      continue;
+    }
     history.push_back({"assistant", reply});
-    if (a.verbose || !st.stopped_by_eog)
-      std::fprintf(stderr, "[%s; %d prompt tokens re-used from the cache%s]\n", st.speed_line().c_str(),
-                   st.reused_tokens, st.stopped_by_eog ? "" : "; stopped by the token limit");
+    const bool eog = end.finish == runtime::Finish::eog || end.finish == runtime::Finish::stop;
+    if (a.verbose || !eog)
+      std::fprintf(stderr, "[%s; %d prompt tokens re-used from the cache%s]\n", end.stats.speed_line().c_str(),
+                   end.stats.reused_tokens, eog ? "" : "; stopped by the token limit");
   }
   std::printf("\n");
 }

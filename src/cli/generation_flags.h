@@ -5,7 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "runtime/model_loader.h"
+#include "runtime/engine.h"
+#include "runtime/model_bundle.h"
 #include "runtime/sampler.h"
 
 namespace loom::cli {
@@ -23,5 +24,9 @@ struct GenerationFlags {
   runtime::RunOptions run_options() const;
   runtime::SamplerParams sampler_params();  // resolves the seed
 };
+
+// Drives the engine until request `id` ends, writing each text piece to stdout as it comes;
+// returns the final event (its finish reason and statistics).
+runtime::Event stream_request(runtime::Engine& engine, runtime::RequestId id);
 
 }  // namespace loom::cli

@@ -7,7 +7,7 @@
 
 #include "cli/verb.h"
 #include "common/error.h"
-#include "runtime/model_loader.h"
+#include "runtime/model_bundle.h"
 
 namespace loom::cli {
 
@@ -49,25 +49,26 @@ struct LogitsArgs {
 
 void run_logits(const LogitsArgs& a) {
   const auto ids = read_token_file(a.tokens);
-  auto model = runtime::load_model(a.model, a.gguf);
+  auto bundle = runtime::ModelBundle::load(a.model, a.gguf);
   if (!a.dump_dir.empty()) {  // the schedule's diagnosis key, so the plan records it
-    std::erase_if(model.module.schedule, [](const ir::ScheduleEntry& e) {
+    auto& schedule = bundle.model().module.schedule;
+    std::erase_if(schedule, [](const ir::ScheduleEntry& e) {
       return e.opcode.empty() && e.settings.size() == 1 && e.settings[0].name == "dump_dir";
     });
-    model.module.schedule.push_back({"", "", {{"dump_dir", a.dump_dir}}, {}});
+    schedule.push_back({"", "", {{"dump_dir", a.dump_dir}}, {}});
   }
   runtime::RunOptions ro;
   ro.backend = a.backend;
   ro.threads = a.threads;
   ro.n_ctx = int32_t(ids.size());
   if (a.batch > 0) ro.n_batch = a.batch;
-  auto session = runtime::open_session(model, ro);
-  const auto logits = session->evaluate(ids);
+  auto engine = bundle.open_engine(ro);
+  const auto logits = engine->evaluate(ids);
   FILE* f = std::fopen(a.out.c_str(), "wb");
   if (!f) loom::fail("cannot write {}", a.out);
   const size_t n = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
   if (std::fclose(f) != 0 || n != logits.size()) loom::fail("short write to {}", a.out);
-  std::fprintf(stderr, "logits: %zu tokens x %lld vocab -> %s\n", ids.size(), (long long)session->vocab_size(),
+  std::fprintf(stderr, "logits: %zu tokens x %lld vocab -> %s\n", ids.size(), (long long)engine->vocab_size(),
                a.out.c_str());
 }
 

@@ -10,7 +10,7 @@
 
 #include "cli/verb.h"
 #include "common/error.h"
-#include "runtime/model_loader.h"
+#include "runtime/model_bundle.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
 
@@ -39,14 +39,13 @@ std::string read_text(const std::string& path) {
 void run_perplexity(const PerplexityArgs& a) {
   if (a.text.empty() == a.tokens.empty()) loom::fail("give exactly one of -f TEXT and --tokens IDS");
   if (a.n_ctx < 4) loom::fail("-c must be at least 4, got {}", a.n_ctx);
-  auto model = runtime::load_model(a.model, a.gguf);
-  const auto vocab = text::Vocab::from_gguf(*model.file);
+  const auto bundle = runtime::ModelBundle::load(a.model, a.gguf);
+  const auto& vocab = bundle.tokenizer().vocab();
   std::vector<int32_t> toks;
   if (!a.tokens.empty()) {
     toks = read_token_file(a.tokens);
   } else {
-    const auto tok = text::Tokenizer::from_gguf(*model.file);
-    toks = tok.encode(read_text(a.text), /*add_special=*/true, /*parse_special=*/false);
+    toks = bundle.encode(read_text(a.text), /*add_bos=*/true, /*parse_special=*/false);
   }
   int chunks = int(toks.size() / size_t(a.n_ctx));
   if (a.chunks >= 0) chunks = std::min(chunks, a.chunks);
@@ -57,8 +56,8 @@ void run_perplexity(const PerplexityArgs& a) {
   ro.backend = a.backend;
   ro.threads = a.threads;
   ro.n_ctx = a.n_ctx;
-  auto session = runtime::open_session(model, ro);
-  const size_t V = size_t(session->vocab_size());
+  auto engine = bundle.open_engine(ro);
+  const size_t V = size_t(engine->vocab_size());
   const int first = a.n_ctx / 2;
   std::fprintf(stderr, "perplexity: %zu tokens, %d chunks of %d, scoring positions %d..%d, BOS %s\n", toks.size(),
                chunks, a.n_ctx, first, a.n_ctx - 2, vocab.add_bos ? "added" : "not added");
@@ -68,8 +67,7 @@ void run_perplexity(const PerplexityArgs& a) {
   for (int c = 0; c < chunks; ++c) {
     std::vector<int32_t> chunk(toks.begin() + size_t(c) * a.n_ctx, toks.begin() + size_t(c + 1) * a.n_ctx);
     if (vocab.add_bos && vocab.bos >= 0) chunk[0] = vocab.bos;
-    session->reset();
-    const auto logits = session->evaluate(chunk, size_t(first));
+    const auto logits = engine->evaluate(chunk, size_t(first));  // each chunk from an empty cache
     for (int j = first; j < a.n_ctx - 1; ++j) {
       const float* row = logits.data() + size_t(j - first) * V;
       const int32_t target = toks[size_t(c) * a.n_ctx + j + 1];

@@ -1,6 +1,6 @@
 // `loom run -m model.gguf|model.loom -p "prompt" -n N`: one prompt, streamed completion on
-// stdout, speed line on stderr. --chat wraps the prompt as one user turn of the model's chat
-// template; --raw (the default) feeds it as is.
+// stdout, speed line on stderr — one request on a runtime::Engine. --chat wraps the prompt as
+// one user turn of the model's chat template; --raw (the default) feeds it as is.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -9,12 +9,6 @@
 #include "cli/generation_flags.h"
 #include "cli/verb.h"
 #include "common/error.h"
-#include "runtime/generator.h"
-#if __has_include("text/chat_template.h")
-#include "text/chat_template.h"
-#define LOOM_HAVE_CHAT_TEMPLATE 1
-#endif
-#include "text/tokenizer.h"
 
 namespace loom::cli {
 
@@ -57,6 +51,18 @@ runtime::SamplerParams GenerationFlags::sampler_params() {
   return p;
 }
 
+runtime::Event stream_request(runtime::Engine& engine, runtime::RequestId id) {
+  for (;;) {
+    for (auto& ev : engine.step()) {
+      if (ev.id != id) continue;
+      std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
+      std::fflush(stdout);
+      if (ev.finish != runtime::Finish::none) return ev;
+    }
+    if (engine.idle()) loom::fail("engine went idle before request {} ended", id);  // a bookkeeping bug
+  }
+}
+
 namespace {
 
 struct RunArgs {
@@ -75,41 +81,34 @@ void run_once(RunArgs& a) {
     ss << in.rdbuf();
     a.prompt = ss.str();
   }
-  auto model = runtime::load_model(a.gen.model, a.gen.gguf);
-  const auto tok = text::Tokenizer::from_gguf(*model.file);
+  const auto bundle = runtime::ModelBundle::load(a.gen.model, a.gen.gguf);
   std::vector<int32_t> ids;
   if (a.chat) {
-#ifndef LOOM_HAVE_CHAT_TEMPLATE
-    loom::fail("--chat needs the chat-template module (text/chat_template.h), not in this build");
-#else
-    const auto tmpl = text::chat_template_for(*model.file);
     std::vector<text::ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", a.prompt});
-    const std::string text = tmpl.render(msgs, /*add_generation_prompt=*/true);
-    // A template that writes BOS itself (gemma's `{{ bos_token }}`) must not get a second one.
-    const auto& bos = tok.vocab().valid(tok.vocab().bos) ? tok.token_to_piece(tok.vocab().bos, true) : std::string();
-    const bool has_bos = !bos.empty() && text.rfind(bos, 0) == 0;
-    ids = tok.encode(text, /*add_special=*/!a.no_bos && !has_bos, /*parse_special=*/true);
-#endif
+    ids = bundle.encode_chat(msgs, /*add_bos=*/!a.no_bos);
   } else {
-    ids = tok.encode(a.prompt, /*add_special=*/!a.no_bos, /*parse_special=*/a.special);
+    ids = bundle.encode(a.prompt, /*add_bos=*/!a.no_bos, /*parse_special=*/a.special);
   }
   if (ids.empty()) loom::fail("the prompt tokenizes to nothing (give -p, or drop --no-bos)");
-  auto session = runtime::open_session(model, a.gen.run_options());
-  runtime::Sampler sampler(a.gen.sampler_params());
-  runtime::Generator gen(*session, sampler, tok);
-  if (a.raw || !a.chat) {
+  auto engine = bundle.open_engine(a.gen.run_options());
+  runtime::Request req;
+  req.prompt = std::move(ids);
+  req.sampling = a.gen.sampler_params();
+  req.max_tokens = a.n_predict;
+  req.cache_prefix = false;  // one request: nothing to share with
+  const auto sub = engine->submit(std::move(req));
+  if (!sub.ok()) loom::fail("{}", sub.refused);
+  if (!a.chat) {
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);  // echo, as llama-cli does
     std::fflush(stdout);
   }
-  const auto st = gen.generate(ids, a.n_predict, [](const std::string& s) {
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fflush(stdout);
-  });
+  const auto end = stream_request(*engine, sub.id);
   std::printf("\n");
   std::fflush(stdout);
-  std::fprintf(stderr, "%s\n", st.speed_line().c_str());
+  if (end.finish == runtime::Finish::error) loom::fail("{}", end.error);
+  std::fprintf(stderr, "%s\n", end.stats.speed_line().c_str());
 }
 
 const RegisterVerb reg("run", [](CLI::App& root) {

@@ -30,6 +30,7 @@ class ModelBundle {
   static ModelBundle load(const std::string& path, const std::string& gguf_override = "");
 
   const LoadedModel& model() const { return model_; }
+  LoadedModel& model() { return model_; }  // e.g. a schedule entry added before open_engine()
   const text::Tokenizer& tokenizer() const { return *tok_; }
   // The GGUF's template, else the architecture's built-in; throws loom::Error when neither.
   const text::ChatTemplate& chat_template() const;
