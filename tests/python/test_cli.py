@@ -1,0 +1,125 @@
+"""`loom run`, `loom chat` and `loom bench` as a user runs them: one-request clients of the
+engine (runtime::Engine).
+
+- run: greedy output on SmolLM2 equals llama.cpp's greedy continuation of the same prompt
+  (the reference backend computes as llama.cpp's plain kernels do, bit for bit); the fast
+  backend is deterministic and honours the token limit.
+- chat: driven through a pseudo-terminal for two turns; the second turn's verbose line must
+  report prompt tokens re-used from the cache (the engine's prefix cache holds turn one).
+- bench: small -p/-n with --json parses; --parallel runs N sequences at once.
+A missing model or oracle package is a failure (conftest), never a skip.
+"""
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+
+from conftest import run_loom
+
+PROMPT = "The capital of France is"
+SPEED = re.compile(r"generation: (\d+) tokens")
+
+
+def llama_greedy(path, prompt, n):
+    import llama_cpp  # the oracle; an ImportError fails the test
+
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, verbose=False)
+    toks = llm.tokenize(prompt.encode(), add_bos=True, special=False)
+    out = []
+    for t in llm.generate(toks, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
+        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, t) or len(out) == n:
+            break
+        out.append(t)
+    return llm.detokenize(out).decode("utf-8", errors="replace"), len(out)
+
+
+def loom_run(loom_bin, model, *extra):
+    r = run_loom(loom_bin, "run", "-m", model, "-p", PROMPT, *extra)
+    assert r.stdout.startswith(PROMPT), r.stdout  # the prompt is echoed, as llama-cli does
+    m = SPEED.search(r.stderr)
+    assert m, r.stderr
+    return r.stdout[len(PROMPT):].removesuffix("\n"), int(m.group(1))
+
+
+def test_run_greedy_equals_llama_cpp(loom_bin, smollm2):
+    want, n = llama_greedy(smollm2, PROMPT, 16)
+    got, generated = loom_run(loom_bin, smollm2, "-n", "16", "--temp", "0", "--backend", "cpu-ref")
+    assert got == want
+    assert generated == n or generated == n + 1  # + the end token, when llama.cpp stopped at one
+
+
+def test_run_is_deterministic_and_honours_the_limit(loom_bin, smollm2):
+    a = loom_run(loom_bin, smollm2, "-n", "12", "--seed", "7", "--temp", "0.8")
+    b = loom_run(loom_bin, smollm2, "-n", "12", "--seed", "7", "--temp", "0.8")
+    assert a == b
+    assert a[1] <= 12
+    text, n = loom_run(loom_bin, smollm2, "-n", "5", "--temp", "0")
+    assert n == 5, text  # this prompt does not end within 5 tokens
+
+
+def _read_until(fd, pattern, timeout, buf):
+    """Reads the pty into buf until `pattern` matches the text after what was matched before."""
+    end = time.time() + timeout
+    while time.time() < end:
+        m = re.search(pattern, buf[0][buf[1]:])
+        if m:
+            buf[1] += m.end()
+            return m
+        r, _, _ = select.select([fd], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf[0] += chunk.decode("utf-8", errors="replace")
+    raise AssertionError(f"no {pattern!r} within {timeout} s; output so far:\n{buf[0]}")
+
+
+def test_chat_two_turns_reuse_the_cache(loom_bin, smollm2):
+    pid, fd = pty.fork()
+    if pid == 0:  # child: loom chat on the terminal
+        os.execv(str(loom_bin), [str(loom_bin), "chat", "-m", str(smollm2), "-n", "24", "--temp", "0", "-v"])
+    buf = ["", 0]
+    try:
+        line = r"\[prompt: (\d+) tokens.*?; (\d+) prompt tokens re-used from the cache"
+        _read_until(fd, r"\n> ", 120, buf)
+        os.write(fd, b"What is the capital of France?\n")
+        first = _read_until(fd, line, 300, buf)
+        _read_until(fd, r"\n> ", 60, buf)
+        os.write(fd, b"And of Italy?\n")
+        second = _read_until(fd, line, 300, buf)
+        assert int(first.group(2)) == 0
+        reused, evaluated = int(second.group(2)), int(second.group(1))
+        assert reused > 0, buf[0]  # turn one's blocks came from the prefix cache
+        assert evaluated < reused, buf[0]  # only the new turn (and a block's tail) was computed
+        os.write(fd, b"/exit\n")
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+        assert os.waitstatus_to_exitcode(status) == 0, buf[0]
+    finally:
+        if pid:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def test_bench_json_and_parallel(loom_bin, tmp_path):
+    model = tmp_path / "tiny.gguf"
+    run_loom(loom_bin, "synth", "tiny-llama", model)
+    r = run_loom(loom_bin, "bench", "-m", model, "-p", "16", "-n", "8", "-r", "2", "--warmup", "0", "--json", "-q")
+    out = json.loads(r.stdout)
+    assert [t["test"] for t in out["tests"]] == ["pp16", "tg8"]
+    assert all(t["loom_tps"]["median"] > 0 and t["loom_tps"]["n"] == 2 for t in out["tests"])
+    r = run_loom(loom_bin, "bench", "-m", model, "-p", "16", "-n", "8", "-r", "1", "--warmup", "0", "--json", "-q",
+                 "--parallel", "1,4")
+    out = json.loads(r.stdout)
+    tests = out["tests"]
+    assert [(t["sequences"], t["pp"], t["tg"]) for t in tests] == [(1, 16, 8), (4, 16, 8)]
+    assert all(t["loom_tps"]["median"] > 0 and t["loom_pp_tps"]["median"] > 0 for t in tests)
+    bad = run_loom(loom_bin, "bench", "-m", model, "--parallel", "2", "-d", "8", check=False)
+    assert bad.returncode != 0 and "--parallel" in bad.stderr
