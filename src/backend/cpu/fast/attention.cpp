@@ -283,11 +283,15 @@ void run_attention(const Step& s, Exec& e) {
       blocks.push_back({t, u});
       t = u;
     }
-    e.pool.for_each(int64_t(blocks.size()) * a.n_kv, [&](int64_t task, int thread) {
-      const auto [t0, t1] = blocks[task / a.n_kv];
-      attend_block(a, e, q, out, t0, t1, task % a.n_kv, thread);
-    });
-    return;
+    // A step of many sequences' decode tokens (continuous batching) has blocks of one row,
+    // which would use one lane of 16: those go row by row below.
+    if (int64_t(blocks.size()) * 4 <= T) {
+      e.pool.for_each(int64_t(blocks.size()) * a.n_kv, [&](int64_t task, int thread) {
+        const auto [t0, t1] = blocks[task / a.n_kv];
+        attend_block(a, e, q, out, t0, t1, task % a.n_kv, thread);
+      });
+      return;
+    }
   }
 #endif
   const int64_t group = a.n_head / a.n_kv;
