@@ -11,7 +11,7 @@
 #include "backend/registry.h"
 #include "common/error.h"
 #include "ir/text.h"
-#include "runtime/kv_cache.h"
+#include "kv_fixture.h"
 #include "tiny_model.h"
 
 using namespace loom;
@@ -39,9 +39,9 @@ std::string error_of(const std::string& schedule) {
 }
 
 std::vector<float> logits(backend::Plan& p) {
-  runtime::KvCache kv(p.kv_layers(), {backend::KvElem::f16, 64, 1, 16});
+  loom::testing::TestKv kv(p, backend::KvElem::f16, 64, 1, 16);
   std::vector<float> out(size_t(7 * p.vocab_size()));
-  p.run(backend::StepBatch::sequence({1, 5, 9, 2, 30, 7, 3}, 0, true), kv, out.data());
+  kv.run(p, backend::StepBatch::sequence({1, 5, 9, 2, 30, 7, 3}, 0, true), out.data());
   return out;
 }
 

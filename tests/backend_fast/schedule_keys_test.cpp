@@ -18,7 +18,7 @@
 #include "backend/cpu/reference.h"
 #include "common/error.h"
 #include "ir/text.h"
-#include "runtime/kv_cache.h"
+#include "../backend/kv_fixture.h"
 #include "synthetic_program.h"
 
 using namespace loom;
@@ -35,13 +35,13 @@ std::string joined(const std::vector<std::string>& lines) {
 
 // Logits of a 9-token prefill (every row) and 4 decode steps.
 std::vector<float> logits(backend::Plan& p, int vocab) {
-  runtime::KvCache kv(p.kv_layers(), {backend::KvElem::f16, 64, 1, 16});
+  loom::testing::TestKv kv(p, backend::KvElem::f16, 64, 1, 16);
   std::vector<int32_t> toks(13);
   for (int i = 0; i < 13; ++i) toks[i] = int32_t((i * 37 + 5) % vocab);
   const int64_t V = p.vocab_size();
   std::vector<float> out(size_t(13 * V));
-  p.run(backend::StepBatch::sequence({toks.begin(), toks.begin() + 9}, 0, true), kv, out.data());
-  for (int i = 9; i < 13; ++i) p.run(backend::StepBatch::sequence({toks[i]}, i), kv, out.data() + size_t(i) * V);
+  kv.run(p, backend::StepBatch::sequence({toks.begin(), toks.begin() + 9}, 0, true), out.data());
+  for (int i = 9; i < 13; ++i) kv.run(p, backend::StepBatch::sequence({toks[i]}, i), out.data() + size_t(i) * V);
   return out;
 }
 
