@@ -129,6 +129,70 @@ struct RowWalker {
 #if defined(__AVX512F__)
 constexpr int64_t kBlockRows = 16;  // query rows of one sequence per prefill task: one zmm lane each
 
+// out[i][0, 16 NC) = sum over keys j of row i's range [lo[i], hi[i]] of w[j][r0 + i] * v[j], for
+// R rows of a block and 16 NC value columns in registers: each value vector loaded feeds R rows'
+// FMAs (a loop row by row streamed every value row of the block from L2 once per row). Keys run
+// in ascending order for every row, as a single-row loop would add them: the row's own prefix,
+// the range all R rows share, then its own suffix; keys outside a row's range are never read.
+template <int R, int NC>
+void values_tile(const float* sc, const float* vf, int64_t vd, const int32_t* lo, const int32_t* hi, int32_t kmin,
+                 int64_t r0, float* out, int64_t out_stride) {
+  int32_t clo = lo[0], chi = hi[0];
+  for (int i = 1; i < R; ++i) clo = std::max(clo, lo[i]), chi = std::min(chi, hi[i]);
+  const bool shared = clo <= chi;
+  __m512 acc[R][NC];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int u = 0; u < NC; ++u) acc[i][u] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+    for (int32_t j = lo[i], je = shared ? clo : hi[i] + 1; j < je; ++j) {
+      const __m512 w = _mm512_set1_ps(sc[int64_t(j - kmin) * kBlockRows + r0 + i]);
+#pragma GCC unroll 4
+      for (int u = 0; u < NC; ++u) acc[i][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vf + int64_t(j - kmin) * vd + 16 * u), acc[i][u]);
+    }
+  if (shared)
+    for (int32_t j = clo; j <= chi; ++j) {
+      const float* v = vf + int64_t(j - kmin) * vd;
+      const float* wr = sc + int64_t(j - kmin) * kBlockRows + r0;
+      __m512 x[NC];
+#pragma GCC unroll 4
+      for (int u = 0; u < NC; ++u) x[u] = _mm512_loadu_ps(v + 16 * u);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const __m512 w = _mm512_set1_ps(wr[i]);
+#pragma GCC unroll 4
+        for (int u = 0; u < NC; ++u) acc[i][u] = _mm512_fmadd_ps(w, x[u], acc[i][u]);
+      }
+    }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    if (shared)
+      for (int32_t j = chi + 1; j <= hi[i]; ++j) {
+        const __m512 w = _mm512_set1_ps(sc[int64_t(j - kmin) * kBlockRows + r0 + i]);
+#pragma GCC unroll 4
+        for (int u = 0; u < NC; ++u) acc[i][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vf + int64_t(j - kmin) * vd + 16 * u), acc[i][u]);
+      }
+#pragma GCC unroll 4
+    for (int u = 0; u < NC; ++u) _mm512_storeu_ps(out + i * out_stride + 16 * u, acc[i][u]);
+  }
+}
+
+// values_tile for rows r0 .. r0 + R - 1 over all vd columns, 64 at a time.
+template <int R>
+void values_rows(const float* sc, const float* vf, int64_t vd, const int32_t* lo, const int32_t* hi, int32_t kmin,
+                 int64_t r0, float* out, int64_t out_stride) {
+  int64_t c = 0;
+  for (; c + 64 <= vd; c += 64) values_tile<R, 4>(sc, vf + c, vd, lo, hi, kmin, r0, out + c, out_stride);
+  switch ((vd - c) / 16) {
+    case 1: values_tile<R, 1>(sc, vf + c, vd, lo, hi, kmin, r0, out + c, out_stride); break;
+    case 2: values_tile<R, 2>(sc, vf + c, vd, lo, hi, kmin, r0, out + c, out_stride); break;
+    case 3: values_tile<R, 3>(sc, vf + c, vd, lo, hi, kmin, r0, out + c, out_stride); break;
+    default: break;
+  }
+}
+
 // Prefill attention of rows [t0, t1) (one sequence, at most 16 rows) for kv head g: the keys
 // and values of the rows' union range are converted to f32 once, then for each query head of
 // the group the scores of all 16 rows against a key are one vector (queries transposed, so
@@ -221,21 +285,15 @@ void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, i
       if (elem == KvElem::f16) w = _mm512_cvtph_ps(_mm512_cvtps_ph(w, _MM_FROUND_TO_NEAREST_INT));
       _mm512_storeu_ps(sc + j * kBlockRows, w);
     }
-    // Weighted values per row, 64 output columns in registers at a time.
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t j0 = lo[r] - kmin, j1 = hi[r] - kmin + 1;
-      for (int64_t c = 0; c < vd; c += 64) {
-        const int64_t nc = std::min<int64_t>(4, (vd - c) / 16);
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-        for (int64_t jj = j0; jj < j1; ++jj) {
-          const __m512 w = _mm512_set1_ps(sc[jj * kBlockRows + r]);
-          const float* v = vf + jj * vd + c;
-          for (int u = 0; u < 4; ++u)
-            if (u < nc) acc[u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * u), acc[u]);
-        }
-        float* o = out + (t0 + r) * ow + h * vd + c;
-        for (int u = 0; u < 4; ++u)
-          if (u < nc) _mm512_storeu_ps(o + 16 * u, acc[u]);
+    // Weighted values, 4 rows x 64 output columns in registers at a time (values_tile).
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+      const int64_t nr = std::min<int64_t>(4, rows - r0);
+      float* o = out + (t0 + r0) * ow + h * vd;
+      switch (nr) {
+        case 1: values_rows<1>(sc, vf, vd, lo + r0, hi + r0, kmin, r0, o, ow); break;
+        case 2: values_rows<2>(sc, vf, vd, lo + r0, hi + r0, kmin, r0, o, ow); break;
+        case 3: values_rows<3>(sc, vf, vd, lo + r0, hi + r0, kmin, r0, o, ow); break;
+        default: values_rows<4>(sc, vf, vd, lo + r0, hi + r0, kmin, r0, o, ow); break;
       }
     }
   }
