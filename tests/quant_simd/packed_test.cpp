@@ -104,8 +104,9 @@ TEST_P(PackedVsReference, AllActTilesAllLevels) {
   std::vector<int64_t> ks{256, 512, 2048};
   if (block_elems(wt) == 32) ks.insert(ks.end(), {576, 640});
   for (int64_t k : ks)
-    for (int64_t n_act : {1, 2, 3, 4, 5, 8, 13})
-      for (bool raw : {false, true}) check(wt, k, n_act == 13 ? 56 : n_act == 8 ? 24 : 16, n_act, raw, s++);  // odd and even group counts
+    for (int64_t n_act : {1, 2, 3, 4, 5, 8, 13, 17})  // every tile shape: 8-row GEMM tiles plus 1-4 row tails
+      for (bool raw : {false, true})
+        check(wt, k, n_act == 17 ? 40 : n_act == 13 ? 56 : n_act == 8 ? 24 : 16, n_act, raw, s++);  // odd and even group counts
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedVsReference, ::testing::ValuesIn(kTypes),
