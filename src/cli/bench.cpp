@@ -27,28 +27,32 @@ namespace {
 using nlohmann::json;
 
 struct BenchArgs {
-  std::string model, gguf, vs, backend = "cpu";
+  std::string model, gguf, vs, backend = "cpu", kv_type = "f16";
   std::vector<int> pp{512}, tg{128}, parallel;
   int depth = 0, reps = 5, threads = 0, warmup = 1, n_batch = 512;
   bool as_json = false, quiet = false, ceiling = false;
 };
 
 // --ceiling: the machine's limits for this file (see bench/ceiling.h), measured after the runs.
+// tg's bytes per token are the weights plus the KV rows a token reads at the bench's depth;
+// the int8 peak is the best probe, or the best rate a measured prefill implied when that was
+// higher (a peak some kernel exceeded was not the machine's).
 struct Ceiling {
   bench::Work work;
-  double bandwidth_gbs = 0, int8_gops = 0;
-  double tg_tps() const { return work.decode_bytes > 0 ? bandwidth_gbs * 1e9 / work.decode_bytes : 0; }
+  double bandwidth_gbs = 0, int8_gops = 0, probe_gops = 0;
+  double tg_bytes(int depth, int n) const { return work.decode_bytes_at(depth, n); }
+  double tg_tps(int depth, int n) const { return tg_bytes(depth, n) > 0 ? bandwidth_gbs * 1e9 / tg_bytes(depth, n) : 0; }
   double pp_tps() const { return work.ops > 0 ? int8_gops * 1e9 / work.ops : 0; }
 };
 
-Ceiling measure_ceiling(const loom::runtime::LoadedModel& model, int threads) {
+Ceiling measure_ceiling(const loom::runtime::LoadedModel& model, int threads, loom::backend::KvElem kv_elem) {
   Ceiling c;
-  c.work = bench::work_per_token(model.module, *model.file);
+  c.work = bench::work_per_token(model.module, *model.file, kv_elem);
   // Over a buffer the size of one token's weights: a file that fits the last-level cache is
   // read from it, not from DRAM, and so is this buffer.
   const size_t bytes = std::max<size_t>(size_t(64) << 20, size_t(c.work.decode_bytes));
   c.bandwidth_gbs = bench::measure_read_bandwidth(bytes, threads, 9);  // best of 9: a shared host is noisy
-  c.int8_gops = bench::measure_int8_peak_gops(threads);
+  c.probe_gops = c.int8_gops = bench::measure_int8_peak_gops(threads);
   return c;
 }
 
@@ -111,6 +115,7 @@ void run_bench(const BenchArgs& a) {
   }
   ro.n_ctx = max_pos + 1;
   ro.backend = a.backend;
+  ro.kv_elem = loom::backend::parse_kv_elem(a.kv_type);
   auto engine = bundle.open_engine(ro);
   const int threads = engine->threads();
 
@@ -159,7 +164,11 @@ void run_bench(const BenchArgs& a) {
   std::optional<Ceiling> ceil;
   if (a.ceiling) {
     progress(a, "measuring the machine's read bandwidth and int8 peak …");
-    ceil = measure_ceiling(model, threads);
+    ceil = measure_ceiling(model, threads, ro.kv_elem);
+    for (const auto& t : tests)
+      if (t.kind == "pp")
+        for (const auto* v : {&t.loom_tps, &t.peer_tps})
+          if (!v->empty()) ceil->int8_gops = std::max(ceil->int8_gops, bench::quantile(*v, 1.0) * ceil->work.ops / 1e9);
   }
   progress(a, "");
   if (!a.quiet) std::fprintf(stderr, "\r\033[K");
@@ -174,13 +183,21 @@ void run_bench(const BenchArgs& a) {
               {"build", {{"version", LOOM_VERSION}, {"commit", LOOM_GIT_COMMIT}, {"compiler", LOOM_COMPILER}}},
               {"cpu", bench::cpu_model()},
               {"depth", a.depth},
+              {"kv_type", a.kv_type},
               {"repetitions", a.reps},
               {"peak_rss_mib", rss_mib}};
   if (peer) out["peer"] = peer->describe();
-  if (ceil)
+  if (ceil) {
     out["ceiling"] = {{"decode_bytes_per_token", ceil->work.decode_bytes}, {"ops_per_token", ceil->work.ops},
                       {"read_bandwidth_gbs", ceil->bandwidth_gbs}, {"int8_peak_gops", ceil->int8_gops},
-                      {"tg_tps", ceil->tg_tps()}, {"pp_tps", ceil->pp_tps()}};
+                      {"int8_probe_gops", ceil->probe_gops}, {"pp_tps", ceil->pp_tps()}};
+    for (const auto& t : tests)
+      if (t.kind == "tg")
+        out["ceiling"]["tg"].push_back({{"test", "tg" + std::to_string(t.n)},
+                                        {"bytes_per_token", ceil->tg_bytes(a.depth, t.n)},
+                                        {"kv_bytes_per_token", ceil->tg_bytes(a.depth, t.n) - ceil->work.decode_bytes},
+                                        {"tps", ceil->tg_tps(a.depth, t.n)}});
+  }
   for (const auto& t : tests) {
     json j = {{"test", test_name(t)}, {"loom_tps", summary_json(bench::summarize(t.loom_tps))}};
     if (t.kind == "parallel") {
@@ -236,23 +253,28 @@ void run_bench(const BenchArgs& a) {
     std::printf("pp+tg xN: N sequences at once (llama-batched-bench -npp -ntg -npl); t/s is S_TG, all sequences'"
                 " generated tokens per second; S_PP their prompt tokens per second\n");
   if (!ceil) return;
-  auto share = [&](const char* kind, double limit, bool of_peer) {
-    std::string r;
-    for (const auto& t : tests) {
-      const auto& v = of_peer ? t.peer_tps : t.loom_tps;
-      if (t.kind == kind && !v.empty() && limit > 0)
-        r += fmt::format(" {}{} {:.0f}%", t.kind, t.n, 100 * bench::quantile(v, 0.5) / limit);
-    }
-    return r.empty() ? std::string(" -") : r;
-  };
-  std::printf("ceiling tg: %.1f MiB of weights per token / %.1f GB/s read (%d threads, buffer of that size) = %.1f t/s;"
-              " loom%s%s\n",
-              ceil->work.decode_bytes / (1 << 20), ceil->bandwidth_gbs, threads, ceil->tg_tps(),
-              share("tg", ceil->tg_tps(), false).c_str(),
-              peer ? (", llama.cpp" + share("tg", ceil->tg_tps(), true)).c_str() : "");
-  std::printf("ceiling pp: %.2f GOP per token / %.0f GOPS int8 peak (%d threads) = %.0f t/s; loom%s%s\n",
-              ceil->work.ops / 1e9, ceil->int8_gops, threads, ceil->pp_tps(), share("pp", ceil->pp_tps(), false).c_str(),
-              peer ? (", llama.cpp" + share("pp", ceil->pp_tps(), true)).c_str() : "");
+  for (const auto& t : tests) {
+    if (t.kind != "tg") continue;
+    const double limit = ceil->tg_tps(a.depth, t.n), kv_mib = (ceil->tg_bytes(a.depth, t.n) - ceil->work.decode_bytes) / (1 << 20);
+    std::string of_peer;
+    if (peer && !t.peer_tps.empty()) of_peer = fmt::format(", llama.cpp {:.0f}%", 100 * bench::quantile(t.peer_tps, 0.5) / limit);
+    std::printf("ceiling tg%d: (%.1f MiB of weights + %.1f MiB of %s KV at depth %d) per token / %.1f GB/s read (%d threads,"
+                " buffer of that size) = %.1f t/s; loom %.0f%%%s\n",
+                t.n, ceil->work.decode_bytes / (1 << 20), kv_mib, a.kv_type.c_str(), a.depth, ceil->bandwidth_gbs, threads,
+                limit, 100 * bench::quantile(t.loom_tps, 0.5) / limit, of_peer.c_str());
+  }
+  for (const auto& t : tests) {
+    if (t.kind != "pp") continue;
+    const double limit = ceil->pp_tps();
+    std::string of_peer;
+    if (peer && !t.peer_tps.empty()) of_peer = fmt::format(", llama.cpp {:.0f}%", 100 * bench::quantile(t.peer_tps, 0.5) / limit);
+    const std::string peak = ceil->int8_gops > ceil->probe_gops
+                                 ? fmt::format("{:.0f} GOPS int8 (a measured prefill's; the probe reached {:.0f})", ceil->int8_gops,
+                                               ceil->probe_gops)
+                                 : fmt::format("{:.0f} GOPS int8 peak", ceil->int8_gops);
+    std::printf("ceiling pp%d: %.2f GOP per token / %s (%d threads) = %.0f t/s; loom %.0f%%%s\n", t.n, ceil->work.ops / 1e9,
+                peak.c_str(), threads, limit, 100 * bench::quantile(t.loom_tps, 0.5) / limit, of_peer.c_str());
+  }
 }
 
 std::vector<int> parse_list(const std::string& s, const char* flag) {
@@ -290,6 +312,8 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
                 "sequences decoded at once, comma-separated: llama-batched-bench's aggregate S_TG / S_PP with "
                 "-p/-n tokens per sequence (its -npl, -npp, -ntg)");
   c->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (reference)")->capture_default_str();
+  c->add_option("--kv-type", a->kv_type, "Loom's KV cache storage: f16, f32 or q8_0 (the peer keeps its default)")
+      ->capture_default_str();
   c->add_option("--vs", a->vs, "peer on the same file: llama.cpp (llama-cpp-python) or a path to llama-bench");
   c->add_flag("--ceiling", a->ceiling, "also measure read bandwidth and int8 peak: the tg and pp ceilings for this file");
   c->add_flag("--json", a->as_json, "machine-readable output");

@@ -116,10 +116,11 @@ std::vector<int32_t> tokens(int n, int vocab, unsigned seed) {
 }
 
 // Prefill of the first T tokens with every row's logits, then the rest as single-token steps.
-Agreement prefill_then_decode(const Pair& p, const std::vector<int32_t>& prompt, int T) {
+Agreement prefill_then_decode(const Pair& p, const std::vector<int32_t>& prompt, int T,
+                              backend::KvElem elem = backend::KvElem::f16) {
   const int64_t V = p.fast->vocab_size();
   const int decode = int(prompt.size()) - T;
-  auto kf = cache_for(*p.fast), kr = cache_for(*p.ref);
+  auto kf = cache_for(*p.fast, 1, elem), kr = cache_for(*p.ref, 1, elem);
   std::vector<int32_t> first(prompt.begin(), prompt.begin() + T);
   std::vector<float> a(size_t(T) * V), b(size_t(T) * V);
   Agreement ag;
@@ -134,8 +135,9 @@ Agreement prefill_then_decode(const Pair& p, const std::vector<int32_t>& prompt,
   return ag;
 }
 
-Agreement prefill_then_decode(const Pair& p, int T, int decode, int vocab, unsigned seed) {
-  return prefill_then_decode(p, tokens(T + decode, vocab, seed), T);
+Agreement prefill_then_decode(const Pair& p, int T, int decode, int vocab, unsigned seed,
+                              backend::KvElem elem = backend::KvElem::f16) {
+  return prefill_then_decode(p, tokens(T + decode, vocab, seed), T, elem);
 }
 
 loom::testing::SyntheticSpec spec_with(auto f) {
@@ -188,6 +190,33 @@ TEST(FastBackend, SlidingWindowSoftcapGqaGemmaShape) {
   for (int T : {1, 7, 64})
     expect_agree(prefill_then_decode(p, T, 6, sm.spec.V, 3 + T), "gemma-shaped swa+softcap T " + std::to_string(T), kQuantized, &total);
   expect_agree(total, "gemma-shaped swa+softcap all rows");
+}
+
+// Decode deep enough that the fast backend splits the KV range into several chunks and merges
+// their partial softmaxes (attention_decode.cpp), with f16 and q8_0 caches and the two head
+// shapes its kernels are unrolled for (64 wide in groups of 3, 128 wide in groups of 2), and
+// short prefills of both (one chunk). Same contract as every quantized-weight comparison.
+TEST(FastBackend, DecodeAtDepthSplitsTheKvRange) {
+  struct Shape {
+    int H, HKV, DH;
+  };
+  for (auto elem : {backend::KvElem::f16, backend::KvElem::q8_0})
+    for (Shape sh : {Shape{12, 4, 64}, Shape{4, 2, 128}}) {
+      auto sm = loom::testing::make_synthetic(spec_with([&](auto& s) {
+        s.H = sh.H;
+        s.HKV = sh.HKV;
+        s.DH = sh.DH;
+        s.E = sh.H * sh.DH;
+      }));
+      auto p = compile_both(sm.module, *sm.file);
+      const std::string name = std::string(backend::kv_elem_name(elem)) + " KV, " + std::to_string(sh.H) + "x" +
+                               std::to_string(sh.DH) + " heads over " + std::to_string(sh.HKV);
+      Agreement total;
+      for (int T : {1, 9, 300})
+        expect_agree(prefill_then_decode(p, T, 5, sm.spec.V, 5 + T, elem), name + " T " + std::to_string(T), kQuantized,
+                     &total);
+      expect_agree(total, name + " all rows");
+    }
 }
 
 TEST(FastBackend, TwoSequencesInOneBatch) {

@@ -9,6 +9,15 @@
 // A query at position q of sequence s sees the keys of s at positions p ≤ q, and with a
 // sliding window W > 0 only those with q - p < W (llama_hparams::is_masked_swa, standard SWA).
 // This step's keys and values are written into the cache first, so a prefill attends to itself.
+//
+// A q8_0 cache is computed as llama.cpp computes it: llama.cpp needs flash attention for a
+// quantized V cache, so this is ggml-cpu's flash_attn_ext (one chunk over all cells; its
+// split-KV decode path takes only f16/f32 caches): rows stored by quantize_row_q8_0, q
+// quantized the same way, s_j = vec_dot_q8_0_q8_0(k_j, q) (quant::ggml::dot), and an online
+// softmax in cell order with libm expf: M, S and the f32 accumulator VKQ rescaled by
+// expf(M_old - M) on a new max, VKQ = fma(dequantize(v_j), expf(s_j - M), VKQ), out = VKQ / S.
+// One difference is kept on purpose: the soft cap stays the op's (cap the raw q·k, then
+// scale); llama.cpp's flash attention caps after scaling, a different function when scale != 1.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,6 +25,7 @@
 
 #include "backend/cpu/reference_kernels.h"
 #include "common/error.h"
+#include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/ggml_order.h"
 
@@ -47,7 +57,48 @@ void from_f16(const uint16_t* src, float* dst, int64_t n) {
 
 void store_row(KvElem e, const float* src, void* dst, int64_t n) {
   if (e == KvElem::f32) std::memcpy(dst, src, n * sizeof(float));
-  else to_f16(src, static_cast<uint16_t*>(dst), n);
+  else if (e == KvElem::f16) to_f16(src, static_cast<uint16_t*>(dst), n);
+  else loom::quant::ggml::quantize_activations(gguf::TensorType::Q8_0, src, dst, n);
+}
+
+// ggml's dequantize_row_q8_0 over n elements (whole blocks) from `src`.
+void from_q8_0(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const loom::quant::BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const float d = loom::quant::fp16_to_fp32(b[i].d);
+    for (int j = 0; j < 32; ++j) dst[i * 32 + j] = float(b[i].qs[j]) * d;
+  }
+}
+
+// Output of query head h (row qh) over positions [lo, p] with a q8_0 cache (see the header).
+void attend_q8_0(const HostKvView& kv, int layer, int32_t s, int32_t lo, int32_t p, const float* qh, int64_t g, int64_t hd,
+                 int64_t vd, float scale, float softcap, float* o) {
+  const size_t k_head = kv_row_bytes(KvElem::q8_0, g * hd), v_head = kv_row_bytes(KvElem::q8_0, g * vd);
+  std::vector<loom::quant::BlockQ8_0> qq(size_t(hd / 32));
+  loom::quant::ggml::quantize_activations(gguf::TensorType::Q8_0, qh, qq.data(), hd);
+  std::vector<float> v32(size_t(vd), 0.f);
+  std::fill(o, o + vd, 0.f);
+  float M = -INFINITY, S = 0.f;
+  for (int32_t j = lo; j <= p; ++j) {
+    const uint8_t* kr = kv.k_row(layer, s, j) + k_head;
+    float sc = loom::quant::ggml::dot(gguf::TensorType::Q8_0, kr, qq.data(), hd, 1);
+    if (softcap > 0) sc = std::tanh(sc / softcap) * softcap;
+    sc *= scale;
+    float ms = 1.f, vs = 1.f;
+    if (sc > M) {
+      const float m_old = M;
+      M = sc;
+      ms = std::exp(m_old - M);
+      for (int64_t c = 0; c < vd; ++c) o[c] *= ms;
+    } else {
+      vs = std::exp(sc - M);
+    }
+    from_q8_0(static_cast<const uint8_t*>(kv.v_row(layer, s, j)) + v_head, v32.data(), vd);
+    for (int64_t c = 0; c < vd; ++c) o[c] = std::fma(v32[c], vs, o[c]);
+    S = S * ms + vs;
+  }
+  const float inv = S == 0.f ? 0.f : 1.f / S;
+  for (int64_t c = 0; c < vd; ++c) o[c] *= inv;
 }
 
 void load_row(KvElem e, const void* src, float* dst, int64_t n) {
@@ -76,7 +127,9 @@ void kernel_attention(KernelArgs& a) {
   if (int64_t(a.ctx.batch.size()) != T) loom::fail("%{}: attention after rows were dropped", a.op.result);
   const HostKvView& kv = a.ctx.kv;
   const KvElem elem = kv.elem();
-  if (elem == KvElem::q8_0) loom::fail("%{}: the reference backend has no q8_0 KV cache yet (--kv-type f16)", a.op.result);
+  if (elem == KvElem::q8_0 && (hd % 32 || vd % 32))
+    loom::fail("%{}: a q8_0 KV cache needs head widths that are multiples of 32 (head_dim {}, value_dim {}); use --kv-type f16",
+               a.op.result, hd, vd);
 
   for (int64_t t = 0; t < T; ++t) {
     const int32_t s = a.ctx.batch.seq(t);
@@ -93,6 +146,12 @@ void kernel_attention(KernelArgs& a) {
       const int32_t s = a.ctx.batch.seq(t), p = pos.i[t];
       const int32_t lo = window > 0 ? std::max<int64_t>(0, int64_t(p) - window + 1) : 0;
       const int64_t n = p - lo + 1;
+      if (elem == KvElem::q8_0) {
+        for (int64_t h = 0; h < n_head; ++h)
+          attend_q8_0(kv, layer, s, lo, p, q.f.data() + t * q.cols + h * hd, h / group, hd, vd, scale, softcap,
+                      a.out.f.data() + t * a.out.cols + h * vd);
+        continue;
+      }
       keys.resize(n * k.cols);
       vals.resize(n * v.cols);
       w.resize(n);

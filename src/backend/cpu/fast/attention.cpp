@@ -3,128 +3,24 @@
 // over the keys of the query's sequence at positions p ≤ q (and q - p < window when window >
 // 0); out = Σ w_j v_j. This step's keys and values are written into the cache first.
 //
-// Work is split over (query row, kv head): every key and value row of a kv head is converted
-// from f16 once and used by all query heads of its group. A decode step with fewer such pairs
-// than threads splits the group further, one query head per task. Rows are addressed through
-// the cache's blocks (contiguous positions within a block), not one virtual call per row.
+// Prefill (AVX-512 builds, 8+ rows) runs here in blocks of 16 query rows of one sequence per kv
+// head; every other step goes to attention_decode.cpp (split over the KV range). Rows are read
+// through kv_rows.h (contiguous runs within the cache's blocks); elements through kv_elem.h.
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "backend/cpu/fast/kv_elem.h"
+#include "backend/cpu/fast/kv_rows.h"
 #include "backend/cpu/fast/plan.h"
 #include "backend/cpu/fast/vec_math.h"
 #include "common/error.h"
-#include "quant/fp16.h"
-
-#if defined(__F16C__) || defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 namespace loom::backend::cpu::fast {
 
 namespace {
-
-void f32_to_f16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
-  for (; i < n; ++i) dst[i] = loom::quant::fp32_to_fp16(src[i]);
-}
-
-void load_f32(KvElem e, const uint8_t* src, float* dst, int64_t n) {
-  if (e == KvElem::f32) {
-    std::memcpy(dst, src, size_t(n) * sizeof(float));
-    return;
-  }
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
-#elif defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-#endif
-  for (; i < n; ++i) dst[i] = loom::quant::fp16_to_fp32(h[i]);
-}
-
-inline float dot(const float* a, const float* b, int64_t n) {
-  int64_t i = 0;
-  float s = 0.f;
-#if defined(__AVX512F__)
-  __m512 acc = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-  s = _mm512_reduce_add_ps(acc);
-#endif
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-inline void axpy(float w, const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  const __m512 vw = _mm512_set1_ps(w);
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vw, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-#endif
-  for (; i < n; ++i) y[i] += w * x[i];
-}
-
-// w[j] = exp(w[j] - mx); returns the sum.
-inline double exp_shifted(float* w, int64_t n, float mx) {
-  int64_t j = 0;
-  double sum = 0.0;
-#if defined(__AVX512F__)
-  const __m512 vm = _mm512_set1_ps(mx);
-  __m512 acc = _mm512_setzero_ps();
-  for (; j + 16 <= n; j += 16) {
-    const __m512 v = exp512(_mm512_sub_ps(_mm512_loadu_ps(w + j), vm));
-    _mm512_storeu_ps(w + j, v);
-    acc = _mm512_add_ps(acc, v);
-  }
-  sum = _mm512_reduce_add_ps(acc);
-#endif
-  for (; j < n; ++j) {
-    w[j] = std::exp(w[j] - mx);
-    sum += w[j];
-  }
-  return sum;
-}
-
-// With an f16 cache, llama.cpp's attention (flash attention off) multiplies the f16 keys and
-// values by f32 operands converted to f16 first (ggml's vec_dot_type for F16): the query before
-// q·k, and the normalized softmax weights before Σ w v. Loom rounds the same operands the same
-// way, so scores and outputs agree with llama.cpp's to fp32 rounding rather than to f16
-// rounding (~5e-4 relative), which the next activation quantization would otherwise amplify.
-inline void round_f16(float* x, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(x + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
-#endif
-  for (; i < n; ++i) x[i] = loom::quant::round_to_fp16(x[i]);
-}
-
-// Walks the rows of one layer and sequence position by position, asking the cache for a row
-// pointer only at the start of each storage block.
-struct RowWalker {
-  const HostKvView& kv;
-  int layer;
-  int32_t seq, block;
-  size_t stride;
-  bool values;
-  uint8_t* ptr = nullptr;
-  const uint8_t* at(int32_t pos, bool first) {
-    if (first || pos % block == 0)
-      ptr = values ? kv.v_row(layer, seq, pos) : kv.k_row(layer, seq, pos);
-    else
-      ptr += stride;
-    return ptr;
-  }
-};
-
 
 #if defined(__AVX512F__)
 constexpr int64_t kBlockRows = 16;  // query rows of one sequence per prefill task: one zmm lane each
@@ -201,7 +97,6 @@ void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, i
                   int thread) {
   const HostKvView& kv = e.kv;
   const KvElem elem = kv.elem();
-  const size_t esz = elem == KvElem::f16 ? 2 : 4;
   const int64_t hd = a.head_dim, vd = a.value_dim, rows = t1 - t0;
   const int64_t kw = a.n_kv * hd, vw = a.n_kv * vd, qw = a.n_head * hd, ow = a.n_head * vd;
   const int32_t sq = e.batch.seq(t0);
@@ -223,12 +118,17 @@ void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, i
   float* vf = kf + n * hd;
   float* sc = vf + n * vd;               // [n][16]
   float* qt = sc + n * kBlockRows;       // [hd][16]
-  RowWalker keys{kv, a.layer, sq, kv.block_size(), size_t(kw) * esz, false};
-  RowWalker vals{kv, a.layer, sq, kv.block_size(), size_t(vw) * esz, true};
-  for (int64_t j = 0; j < n; ++j) {
-    load_f32(elem, keys.at(kmin + int32_t(j), j == 0) + size_t(g * hd) * esz, kf + j * hd, hd);
-    load_f32(elem, vals.at(kmin + int32_t(j), j == 0) + size_t(g * vd) * esz, vf + j * vd, vd);
-  }
+  KvRows keys{kv, a.layer, sq, false, kv_row_bytes(elem, kw)}, vals{kv, a.layer, sq, true, kv_row_bytes(elem, vw)};
+  const size_t k_head = kv_row_bytes(elem, g * hd), v_head = kv_row_bytes(elem, g * vd);
+  keys.runs(kmin, kmax + 1, [&](int32_t p0, const uint8_t* r, int64_t count) {
+    for (int64_t i = 0; i < count; ++i)
+      kv_row_to_f32(elem, r + size_t(i) * keys.stride + k_head, kf + (p0 - kmin + i) * hd, hd);
+  });
+  vals.runs(kmin, kmax + 1, [&](int32_t p0, const uint8_t* r, int64_t count) {
+    for (int64_t i = 0; i < count; ++i)
+      kv_row_to_f32(elem, r + size_t(i) * vals.stride + v_head, vf + (p0 - kmin + i) * vd, vd);
+  });
+  std::vector<float> qr(elem == KvElem::q8_0 ? size_t(hd) : 0);
   const __m512i vlo = _mm512_load_si512(lo), vhi = _mm512_load_si512(hi);
   const __m512 vscale = _mm512_set1_ps(a.scale);
   const int64_t group = a.n_head / a.n_kv;
@@ -236,6 +136,12 @@ void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, i
     for (int64_t d = 0; d < hd; ++d)
       for (int64_t r = 0; r < kBlockRows; ++r) qt[d * kBlockRows + r] = r < rows ? q[(t0 + r) * qw + h * hd + d] : 0.f;
     if (elem == KvElem::f16) round_f16(qt, hd * kBlockRows);
+    if (elem == KvElem::q8_0)  // quantized per row and head, over the head's 32-element blocks
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t d = 0; d < hd; ++d) qr[d] = qt[d * kBlockRows + r];
+        round_q8_0(qr.data(), hd);
+        for (int64_t d = 0; d < hd; ++d) qt[d * kBlockRows + r] = qr[d];
+      }
     // Scores, 8 keys at a time for independent FMA chains.
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
@@ -312,22 +218,16 @@ void run_attention(const Step& s, Exec& e) {
   float* out = e.value(s.out);
   const HostKvView& kv = e.kv;
   const KvElem elem = kv.elem();
-  if (elem == KvElem::q8_0) loom::fail("%{}: the fast CPU backend has no q8_0 KV cache yet (--kv-type f16)", s.op->result);
-  const size_t esz = elem == KvElem::f16 ? 2 : 4;
-  const int64_t kw = a.n_kv * a.head_dim, vw = a.n_kv * a.value_dim, qw = a.n_head * a.head_dim, ow = a.n_head * a.value_dim;
+  if (elem == KvElem::q8_0 && (a.head_dim % 32 || a.value_dim % 32))
+    loom::fail("%{}: a q8_0 KV cache needs head widths that are multiples of 32 (head_dim {}, value_dim {}); use --kv-type f16",
+               s.op->result, a.head_dim, a.value_dim);
+  const int64_t kw = a.n_kv * a.head_dim, vw = a.n_kv * a.value_dim;
 
   parallel_rows(e, T, kw + vw, [&](int64_t b, int64_t en) {
     for (int64_t t = b; t < en; ++t) {
       const int32_t sq = e.batch.seq(t), p = e.positions[t];
-      void* kd = kv.k_row(a.layer, sq, p);
-      void* vd = kv.v_row(a.layer, sq, p);
-      if (elem == KvElem::f32) {
-        std::memcpy(kd, kx + t * kw, size_t(kw) * 4);
-        std::memcpy(vd, vx + t * vw, size_t(vw) * 4);
-      } else {
-        f32_to_f16(kx + t * kw, static_cast<uint16_t*>(kd), kw);
-        f32_to_f16(vx + t * vw, static_cast<uint16_t*>(vd), vw);
-      }
+      store_kv_row(elem, kx + t * kw, kv.k_row(a.layer, sq, p), kw);
+      store_kv_row(elem, vx + t * vw, kv.v_row(a.layer, sq, p), vw);
     }
   });
 
@@ -352,51 +252,7 @@ void run_attention(const Step& s, Exec& e) {
     }
   }
 #endif
-  const int64_t group = a.n_head / a.n_kv;
-  const int64_t splits = T * a.n_kv >= 2 * e.pool.size() ? 1 : group;  // heads of a group per task: group / splits
-  const int64_t per_task = group / splits;
-  const int32_t block = kv.block_size();
-  e.pool.for_each(T * a.n_kv * splits, [&](int64_t task, int thread) {
-    const int64_t t = task / (a.n_kv * splits), g = (task / splits) % a.n_kv, h0 = g * group + (task % splits) * per_task;
-    const int32_t sq = e.batch.seq(t), p = e.positions[t];
-    const int32_t lo = a.window > 0 ? int32_t(std::max<int64_t>(0, int64_t(p) - a.window + 1)) : 0;
-    const int64_t n = p - lo + 1;
-    const int64_t hd = a.head_dim;
-    float* sc = e.scratch_for(thread, size_t(per_task * (n + a.value_dim + hd) + hd + a.value_dim));
-    float* acc = sc + per_task * n;
-    float* qh = acc + per_task * a.value_dim;  // the task's query heads (rounded as in round_f16)
-    float* row = qh + per_task * hd;
-    std::memcpy(qh, q + t * qw + h0 * hd, size_t(per_task * hd) * sizeof(float));
-    if (elem == KvElem::f16) round_f16(qh, per_task * hd);
-    RowWalker keys{kv, a.layer, sq, block, size_t(kw) * esz, false};
-    for (int64_t j = 0; j < n; ++j) {
-      const uint8_t* kr = keys.at(lo + int32_t(j), j == 0) + size_t(g * a.head_dim) * esz;
-      load_f32(elem, kr, row, a.head_dim);
-      for (int64_t h = 0; h < per_task; ++h) sc[h * n + j] = dot(qh + h * hd, row, hd);
-    }
-    for (int64_t h = 0; h < per_task; ++h) {
-      float* w = sc + h * n;
-      if (a.softcap > 0)
-        for (int64_t j = 0; j < n; ++j) w[j] = std::tanh(w[j] / a.softcap) * a.softcap;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        w[j] *= a.scale;
-        mx = std::max(mx, w[j]);
-      }
-      const float inv = float(1.0 / exp_shifted(w, n, mx));
-      for (int64_t j = 0; j < n; ++j) w[j] *= inv;
-      if (elem == KvElem::f16) round_f16(w, n);
-    }
-    std::memset(acc, 0, size_t(per_task * a.value_dim) * sizeof(float));
-    RowWalker vals{kv, a.layer, sq, block, size_t(vw) * esz, true};
-    for (int64_t j = 0; j < n; ++j) {
-      const uint8_t* vr = vals.at(lo + int32_t(j), j == 0) + size_t(g * a.value_dim) * esz;
-      load_f32(elem, vr, row, a.value_dim);
-      for (int64_t h = 0; h < per_task; ++h) axpy(sc[h * n + j], row, acc + h * a.value_dim, a.value_dim);
-    }
-    for (int64_t h = 0; h < per_task; ++h)
-      std::memcpy(out + t * ow + (h0 + h) * a.value_dim, acc + h * a.value_dim, size_t(a.value_dim) * sizeof(float));
-  });
+  run_attention_decode(a, e, q, out);
 }
 
 }  // namespace loom::backend::cpu::fast

@@ -136,6 +136,9 @@ void run_unary(const Step& s, Exec& e);      // scale, softcap
 void run_slice(const Step& s, Exec& e);
 void run_rope(const Step& s, Exec& e);       // rope.cpp
 void run_attention(const Step& s, Exec& e);  // attention.cpp
+// Attention of every row of the step over the cache (split over the KV range); q: the step's
+// queries, out: its results. attention_decode.cpp
+void run_attention_decode(const AttentionSpec& a, Exec& e, const float* q, float* out);
 void run_matmul(const Step& s, Exec& e);     // matmul.cpp
 
 }  // namespace loom::backend::cpu::fast

@@ -3,6 +3,7 @@
 // transcendental functions use a Cephes-style exp (relative error ~2e-7), which keeps the
 // results within fp32 noise of the reference's std::exp/std::tanh.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -122,6 +123,47 @@ inline void scale_mul_row(const float* x, float s, const float* w, float* o, int
     _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), _mm512_loadu_ps(w + i)));
 #endif
   for (; i < n; ++i) o[i] = x[i] * s * w[i];
+}
+
+// w[j] = exp(w[j] - mx); returns the sum (in double, as the reference sums).
+inline double exp_shifted(float* w, int64_t n, float mx) {
+  int64_t j = 0;
+  double sum = 0.0;
+#if defined(__AVX512F__)
+  const __m512 vm = _mm512_set1_ps(mx);
+  __m512 acc = _mm512_setzero_ps();
+  for (; j + 16 <= n; j += 16) {
+    const __m512 v = exp512(_mm512_sub_ps(_mm512_loadu_ps(w + j), vm));
+    _mm512_storeu_ps(w + j, v);
+    acc = _mm512_add_ps(acc, v);
+  }
+  sum = _mm512_reduce_add_ps(acc);
+#endif
+  for (; j < n; ++j) {
+    w[j] = std::exp(w[j] - mx);
+    sum += w[j];
+  }
+  return sum;
+}
+
+// Σ exp(w[j] - mx) without writing w.
+inline double exp_sum(const float* w, int64_t n, float mx) {
+  int64_t j = 0;
+  double sum = 0.0;
+#if defined(__AVX512F__)
+  const __m512 vm = _mm512_set1_ps(mx);
+  __m512 acc = _mm512_setzero_ps();
+  for (; j + 16 <= n; j += 16) acc = _mm512_add_ps(acc, exp512(_mm512_sub_ps(_mm512_loadu_ps(w + j), vm)));
+  sum = _mm512_reduce_add_ps(acc);
+#endif
+  for (; j < n; ++j) sum += std::exp(w[j] - mx);
+  return sum;
+}
+
+inline float max_of(const float* w, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, w[j]);
+  return mx;
 }
 
 }  // namespace loom::backend::cpu::fast
