@@ -41,7 +41,7 @@ namespace {
 
 struct LogitsArgs {
   std::string model, gguf, tokens, out;
-  std::string backend = "cpu";
+  std::string backend = "cpu", kv_type = "f16";
   std::string dump_dir;
   int threads = 0;
   int batch = 0;
@@ -60,6 +60,7 @@ void run_logits(const LogitsArgs& a) {
   runtime::RunOptions ro;
   ro.backend = a.backend;
   ro.threads = a.threads;
+  ro.kv_elem = backend::parse_kv_elem(a.kv_type);
   ro.n_ctx = int32_t(ids.size());
   if (a.batch > 0) ro.n_batch = a.batch;
   auto engine = bundle.open_engine(ro);
@@ -86,6 +87,7 @@ const RegisterVerb reg("logits", [](CLI::App& root) {
   cmd->add_option("--dump-dir", a->dump_dir,
                   "write every op's result as DIR/<value>.f32 (sets the schedule's dump_dir; the fast backend skips "
                   "matmul results)");
+  cmd->add_option("--kv-type", a->kv_type, "KV cache storage: f16, f32 or q8_0 (llama.cpp's -ctk/-ctv)")->capture_default_str();
   cmd->callback([a] { run_logits(*a); });
 });
 
