@@ -7,14 +7,10 @@
 
 #include "common/error.h"
 #include "gguf/file.h"
+#include "support/real_models.h"
 
 namespace {
 
-std::string model(const char* name) {
-  const char* dir = std::getenv("LOOM_MODELS");
-  std::filesystem::path p = dir ? dir : std::filesystem::path(std::getenv("HOME")) / ".cache/loom/models";
-  return (p / name).string();
-}
 
 void expect_error(const std::string& path, const std::string& needle) {
   try {
@@ -26,8 +22,8 @@ void expect_error(const std::string& path, const std::string& needle) {
 }
 
 TEST(GgufReader, ReadsSmolLM2) {
-  auto path = model("SmolLM2-135M-Instruct.Q4_1.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not provisioned";
+  const auto path = loom::testing::real_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+  LOOM_REQUIRE_MODEL(path);
   gguf::File f = gguf::File::open(path);
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.architecture(), "llama");
@@ -45,8 +41,8 @@ TEST(GgufReader, ReadsSmolLM2) {
 }
 
 TEST(GgufReader, ReadsGemma3) {
-  auto path = model("gemma-3-270m-it-Q4_K_M.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not provisioned";
+  const auto path = loom::testing::real_model("gemma-3-270m-it-Q4_K_M.gguf");
+  LOOM_REQUIRE_MODEL(path);
   gguf::File f = gguf::File::open(path);
   EXPECT_EQ(f.architecture(), "gemma3");
   EXPECT_EQ(f.tensors().size(), 236u);

@@ -13,16 +13,12 @@
 #include "ir/text.h"
 #include "ir/verify.h"
 #include "port/port.h"
+#include "support/real_models.h"
 #include "synth/model.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path models_dir() {
-  if (const char* m = std::getenv("LOOM_MODELS")) return m;
-  return fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache" / "loom" / "models";
-}
 
 fs::path temp_dir() {
   fs::path d = fs::temp_directory_path() / ("loom_port_test_" + std::to_string(::getpid()));
@@ -172,8 +168,8 @@ const auto* cleanup = ::testing::AddGlobalTestEnvironment(new TempCleanup);
 }  // namespace
 
 TEST(PortReal, SmolLM2) {
-  const fs::path p = models_dir() / "SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!fs::exists(p)) GTEST_SKIP() << p << " missing: run scripts/provision-models (HuggingFaceTB/SmolLM2-135M-Instruct Q4_1 GGUF)";
+  const fs::path p = loom::testing::real_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+  LOOM_REQUIRE_MODEL(p);
   const gguf::File f = gguf::File::open(p.string());
   const ir::Module m = port::port(f);
   check_program(m, f);
@@ -186,8 +182,8 @@ TEST(PortReal, SmolLM2) {
 }
 
 TEST(PortReal, Gemma3) {
-  const fs::path p = models_dir() / "gemma-3-270m-it-Q4_K_M.gguf";
-  if (!fs::exists(p)) GTEST_SKIP() << p << " missing: run scripts/provision-models (google/gemma-3-270m-it Q4_K_M GGUF)";
+  const fs::path p = loom::testing::real_model("gemma-3-270m-it-Q4_K_M.gguf");
+  LOOM_REQUIRE_MODEL(p);
   const gguf::File f = gguf::File::open(p.string());
   const ir::Module m = port::port(f);
   check_program(m, f);

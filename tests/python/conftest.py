@@ -1,7 +1,13 @@
 """Shared fixtures for the Python-side oracle tests.
 
 The test command (scripts/test) exports LOOM_BIN (the built `loom`), LOOM_MODELS (folder of
-provisioned real GGUF files) and LOOM_BUILD (the CMake build folder)."""
+provisioned real GGUF files), LOOM_BUILD (the CMake build folder) and LOOM_REQUIRE_ALL=1.
+
+Missing inputs (an oracle package, a real model): under scripts/test (LOOM_REQUIRE_ALL=1) they
+fail the test, so the oracle suite cannot pass without running; run by hand, they skip. Either
+way the message says what is missing and how to get it. The C++ tests follow the same rule
+(tests/support/real_models.h)."""
+import importlib
 import os
 import pathlib
 import subprocess
@@ -43,12 +49,51 @@ def ggml_lib_dir():
     import importlib.util
     spec = importlib.util.find_spec("llama_cpp")
     if spec is None:
-        pytest.fail("llama_cpp (llama-cpp-python) is not installed; it carries the ggml oracle")
+        missing("Python package llama-cpp-python (import llama_cpp), which carries the ggml oracle",
+                "run scripts/setup (pip install -r requirements.txt)")
     return pathlib.Path(spec.submodule_search_locations[0]) / "lib"
 
 
+REQUIRE_ALL = os.environ.get("LOOM_REQUIRE_ALL") == "1"
+
+# Import name -> the package that provides it (all pinned in requirements.txt).
+ORACLE_PACKAGES = {"llama_cpp": "llama-cpp-python", "gguf": "gguf", "jinja2": "jinja2", "numpy": "numpy"}
+
+
+def missing(what, how):
+    """An input the test needs is absent: a failure under scripts/test, a skip by hand. Works
+    inside a test or fixture and at module level (a module-level failure is a collection
+    error, which fails the run)."""
+    msg = f"{what} is missing: {how}"
+    if REQUIRE_ALL:
+        pytest.fail(msg + " (LOOM_REQUIRE_ALL=1: scripts/test runs every check)", pytrace=False)
+    pytest.skip(msg, allow_module_level=True)
+
+
+def pytest_configure(config):
+    """Under scripts/test, a missing oracle package stops the run at once with one message,
+    before any test file fails to import it."""
+    if not REQUIRE_ALL:
+        return
+    import importlib.util
+    absent = [f"{pkg} (import {mod})" for mod, pkg in ORACLE_PACKAGES.items() if importlib.util.find_spec(mod) is None]
+    if absent:
+        raise pytest.UsageError(f"Python packages missing: {', '.join(absent)}; run scripts/setup "
+                                "(pip install -r requirements.txt). LOOM_REQUIRE_ALL=1: scripts/test runs every check.")
+
+
+def require_module(name):
+    """The imported oracle package `name`, or missing() naming the pip package to install."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        missing(f"Python package {ORACLE_PACKAGES.get(name, name)} (import {name})",
+                "run scripts/setup (pip install -r requirements.txt)")
+
+
 def _env_path(name, default):
-    return pathlib.Path(os.environ.get(name, default))
+    # Absolute, so tests may run commands from other working directories.
+    return pathlib.Path(os.environ.get(name, default)).absolute()
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +117,8 @@ def models_dir():
 def _model(models_dir, name):
     p = models_dir / name
     if not p.exists():
-        pytest.fail(f"model {p} missing; run scripts/provision-models")
+        missing(f"real model {p}", "run scripts/provision-models (or scripts/setup), or point LOOM_MODELS "
+                "at the folder that holds it")
     return p
 
 

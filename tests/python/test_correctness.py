@@ -34,9 +34,9 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, ggml_lib_dir, run_loom
+from conftest import ROOT, ggml_lib_dir, require_module, run_loom
 
-llama_cpp = pytest.importorskip("llama_cpp")
+llama_cpp = require_module("llama_cpp")
 
 TEXTS = ROOT / "tests" / "data" / "text"
 LOGIT_TEXTS = ["apache-2.0.txt", "artistic.txt", "mpl-2.0.txt"]

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import gguf
 
-from conftest import run_loom
+from conftest import require_module, run_loom
 
-llama_cpp = pytest.importorskip("llama_cpp")
+llama_cpp = require_module("llama_cpp")
 
 TINY = ["tiny-llama", "tiny-llama-untied", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
 

@@ -16,7 +16,9 @@ import subprocess
 
 import pytest
 
-llama_cpp = pytest.importorskip("llama_cpp")
+from conftest import require_module
+
+llama_cpp = require_module("llama_cpp")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "tokenizer" / "corpus.jsonl"

@@ -6,17 +6,12 @@
 #include <filesystem>
 
 #include "gguf/file.h"
+#include "support/real_models.h"
 #include "text/utf8.h"
 
 using namespace loom::text;
 
 namespace {
-std::string model_path(const char* name) {
-  const char* dir = std::getenv("LOOM_MODELS");
-  const std::string base = dir ? dir : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/loom/models";
-  return base + "/" + name;
-}
-
 // Feeds every token of `text` one at a time; every chunk must be valid UTF-8 on its own and
 // the chunks must add up to the text.
 void expect_streams_back(const Tokenizer& tok, const std::string& text) {
@@ -37,8 +32,8 @@ void expect_streams_back(const Tokenizer& tok, const std::string& text) {
 TEST(StreamDecoder, HoldsSplitCharactersAndReplacesInvalidBytes) {
   // The byte-level core, without a model: push_bytes is push(id) minus the piece look-up.
   const std::string emoji = "\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x92\xBB";  // 👩‍💻
-  const std::string path = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "model missing: " << path;
+  const std::string path = loom::testing::real_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+  LOOM_REQUIRE_MODEL(path);
   gguf::File f = gguf::File::open(path);
   const Tokenizer tok = Tokenizer::from_gguf(f);
   StreamDecoder d(tok);
@@ -56,8 +51,8 @@ TEST(StreamDecoder, HoldsSplitCharactersAndReplacesInvalidBytes) {
 }
 
 TEST(StreamDecoder, ByteLevelBpeEmojiPieces) {
-  const std::string path = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "model missing: " << path;
+  const std::string path = loom::testing::real_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+  LOOM_REQUIRE_MODEL(path);
   gguf::File f = gguf::File::open(path);
   const Tokenizer tok = Tokenizer::from_gguf(f);
   // These encode to several tokens each, some of which end mid-character.
@@ -66,8 +61,8 @@ TEST(StreamDecoder, ByteLevelBpeEmojiPieces) {
 }
 
 TEST(StreamDecoder, SpmByteFallbackPieces) {
-  const std::string path = model_path("gemma-3-270m-it-Q4_K_M.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "model missing: " << path;
+  const std::string path = loom::testing::real_model("gemma-3-270m-it-Q4_K_M.gguf");
+  LOOM_REQUIRE_MODEL(path);
   gguf::File f = gguf::File::open(path);
   const Tokenizer tok = Tokenizer::from_gguf(f);
   // A private-use plane-15 character is not a Gemma piece: it is spelled as 4 byte tokens.

@@ -10,18 +10,14 @@
 
 #include "common/error.h"
 #include "gguf/file.h"
+#include "support/real_models.h"
 
 using namespace loom::text;
 
 namespace {
-std::string model_path(const char* name) {
-  const char* dir = std::getenv("LOOM_MODELS");
-  const std::string base = dir ? dir : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/loom/models";
-  return base + "/" + name;
-}
-#define LOAD_OR_SKIP(var, name)                                                   \
-  const std::string var##_path = model_path(name);                                \
-  if (!std::filesystem::exists(var##_path)) GTEST_SKIP() << "missing " << var##_path; \
+#define LOAD_MODEL(var, name)                                                   \
+  const std::string var##_path = loom::testing::real_model(name);                 \
+  LOOM_REQUIRE_MODEL(var##_path);                                                 \
   gguf::File var##_file = gguf::File::open(var##_path);                           \
   const Tokenizer var = Tokenizer::from_gguf(var##_file)
 
@@ -29,7 +25,7 @@ const char kSample[] = "Hello world! It's 2024, isn't it?  <|im_start|>user <sta
 }  // namespace
 
 TEST(Tokenizer, SmolLm2VocabularyFacts) {
-  LOAD_OR_SKIP(tok, "SmolLM2-135M-Instruct.Q4_1.gguf");
+  LOAD_MODEL(tok, "SmolLM2-135M-Instruct.Q4_1.gguf");
   const Vocab& v = tok.vocab();
   EXPECT_EQ(v.kind, VocabKind::Bpe);
   EXPECT_EQ(v.pre, PreType::Smollm);
@@ -50,7 +46,7 @@ TEST(Tokenizer, SmolLm2VocabularyFacts) {
 }
 
 TEST(Tokenizer, Gemma3VocabularyFacts) {
-  LOAD_OR_SKIP(tok, "gemma-3-270m-it-Q4_K_M.gguf");
+  LOAD_MODEL(tok, "gemma-3-270m-it-Q4_K_M.gguf");
   const Vocab& v = tok.vocab();
   EXPECT_EQ(v.kind, VocabKind::Spm);
   EXPECT_TRUE(v.add_bos);
