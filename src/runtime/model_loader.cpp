@@ -6,18 +6,9 @@
 #include <sstream>
 
 #include "common/error.h"
-
-// The porter and the .loom parser are separate modules that land independently; until one is
-// in the build, the matching input kind is refused with a clear error.
-#if __has_include("port/port.h")
+#include "ir/text.h"
+#include "ir/verify.h"
 #include "port/port.h"
-#define LOOM_HAVE_PORT 1
-#endif
-#if __has_include("ir/parser.h") && __has_include("ir/verifier.h")
-#include "ir/parser.h"
-#include "ir/verifier.h"
-#define LOOM_HAVE_PARSER 1
-#endif
 
 namespace fs = std::filesystem;
 
@@ -56,9 +47,6 @@ std::string find_weights(const ir::Module& m, const fs::path& program, const std
 LoadedModel load_model(const std::string& path, const std::string& gguf_override) {
   LoadedModel lm;
   if (ends_with(path, ".loom")) {
-#ifndef LOOM_HAVE_PARSER
-    loom::fail("{}: this build has no .loom parser yet; run the .gguf directly", path);
-#else
     std::ifstream in(path, std::ios::binary);
     if (!in) loom::fail("cannot open {}", path);
     std::stringstream ss;
@@ -71,16 +59,11 @@ LoadedModel load_model(const std::string& path, const std::string& gguf_override
     if (!want.empty() && lm.file->sha256() != want)
       loom::fail("{} was ported from a GGUF with sha256 {}, but {} has {}", path, want, weights, lm.file->sha256());
     lm.origin = "parsed from " + path + ", weights " + weights;
-#endif
   } else {
     if (!gguf_override.empty()) loom::fail("--gguf is for .loom programs; {} is already a GGUF", path);
-#ifndef LOOM_HAVE_PORT
-    loom::fail("{}: this build has no porter yet (src/port)", path);
-#else
     lm.file = std::make_unique<gguf::File>(gguf::File::open(path));
     lm.module = port::port(*lm.file);
     lm.origin = "ported from " + path;
-#endif
   }
   return lm;
 }
