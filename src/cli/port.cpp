@@ -21,7 +21,8 @@ struct PortArgs {
 
 void run_port(const PortArgs& a) {
   const gguf::File f = gguf::File::open(a.model);
-  const ir::Module m = port::port(f);
+  ir::Module m = port::port(f);
+  port::record_weights_path(m, a.model, a.out);
   ir::verify(m);
   const std::string text = ir::print(m);
   if (a.out.empty() || a.out == "-") {

@@ -22,6 +22,13 @@ struct Architecture {
 const std::vector<Architecture>& architectures();  // sorted by name
 std::string supported_list();                       // "gemma3, llama, phi3, qwen2, qwen3"
 
+// Where a program finds its weights: sets the module's `gguf.file` to the GGUF's path relative
+// to the folder of `program_path` (the .loom file being written; "" or "-" for standard output:
+// relative to the current directory, where a shell redirect puts it), so that
+// runtime::load_model finds the file from any working directory. port() records the bare file
+// name, i.e. a program written next to its GGUF.
+void record_weights_path(ir::Module& m, const std::string& gguf_path, const std::string& program_path);
+
 struct BindingOptions {
   bool hash_mismatch_is_error = true;  // false: a different gguf.sha256 is only a warning
   bool check_hash = true;              // false: tensors only (binding for a run: the loader checks the hash)

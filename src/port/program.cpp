@@ -142,6 +142,23 @@ std::string weight_name(const std::string& g) {
   return n;
 }
 
+void record_weights_path(ir::Module& m, const std::string& gguf_path, const std::string& program_path) {
+  namespace fs = std::filesystem;
+  // Both folders made absolute with symlinks resolved: `dir/../x` is resolved by the kernel
+  // through the real folder, so a path computed between unresolved names could miss.
+  const bool to_stdout = program_path.empty() || program_path == "-";
+  const fs::path from = fs::weakly_canonical(to_stdout ? fs::current_path() : fs::absolute(program_path).parent_path());
+  const fs::path weights = fs::weakly_canonical(fs::absolute(gguf_path).parent_path()) / fs::path(gguf_path).filename();
+  const std::string rel = weights.lexically_relative(from).generic_string();
+  const std::string value = rel.empty() ? weights.generic_string() : rel;
+  for (auto& a : m.attrs)
+    if (a.name == "gguf.file") {
+      a.value = value;
+      return;
+    }
+  m.attrs.push_back({"gguf.file", value});
+}
+
 Program::Program(const gguf::File& f, const HParams& hp) : f_(f), hp_(hp) {
   m_.name = module_name(f);
   auto& a = m_.attrs;

@@ -3,7 +3,8 @@
 //
 // Finding the weights of a `.loom` program, in order:
 //   1. `gguf` given explicitly (--gguf FILE);
-//   2. the module attribute `gguf.file` (a file name, resolved next to the .loom file);
+//   2. the module attribute `gguf.file`, a path relative to the .loom file's folder (`loom port -o`
+//      records it so; port::record_weights_path);
 //   3. `<stem>.gguf` next to the .loom file (model.loom -> model.gguf);
 //   4. any *.gguf next to it whose SHA-256 equals the module's `gguf.sha256`.
 // When the module records `gguf.sha256`, the file chosen must match it (a program ported from

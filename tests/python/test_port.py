@@ -1,12 +1,12 @@
 """`loom port` and `loom check --gguf` on the real models, on `loom synth` files of every
 architecture it writes, and on a hand-written tiny Phi-3 (synth has no phi3 shape), whose
-logits are compared with llama.cpp's when llama-cpp-python is installed."""
+logits are compared with llama.cpp's."""
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import run_loom
+from conftest import require_module, run_loom
 
 SYNTH_SHAPES = ["tiny-llama", "tiny-llama-untied", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
 MAX_SYNTH_REL_DLOGIT = 0.02  # max |Δlogit| / std(logits), random F32 weights (never loosened)
@@ -27,8 +27,9 @@ def test_smollm2(loom_bin, smollm2, tmp_path):
     out, text = port_and_check(loom_bin, smollm2, tmp_path)
     assert 'arch = "llama"' in text
     assert "= matmul %out_norm, @token_embd" in text.replace("  ", " ")  # tied output
-    # Standard output carries the same program.
-    assert run_loom(loom_bin, "port", smollm2).stdout == text
+    # Standard output carries the same program (gguf.file is relative to the current directory
+    # there, so run it from the folder the file went to).
+    assert run_loom(loom_bin, "port", smollm2, cwd=tmp_path).stdout == text
 
 
 def test_gemma3(loom_bin, gemma3, tmp_path):
@@ -44,8 +45,29 @@ def test_synth(loom_bin, tmp_path, shape):
     port_and_check(loom_bin, g, tmp_path)
 
 
+def test_program_written_elsewhere_finds_its_weights(loom_bin, tmp_path):
+    """`loom port -o elsewhere/x.loom` records the GGUF's path relative to the program, so the
+    program runs from any working directory (weights in a/, program in b/, run from c/)."""
+    for d in "abc":
+        (tmp_path / d).mkdir()
+    run_loom(loom_bin, "synth", "tiny-llama", tmp_path / "a" / "model.gguf", "--seed", 3)
+    run_loom(loom_bin, "port", "a/model.gguf", "-o", "b/x.loom", cwd=tmp_path)
+    assert 'gguf.file = "../a/model.gguf"' in (tmp_path / "b" / "x.loom").read_text()
+    c = tmp_path / "c"
+    # Nothing else could lead to the weights: b/ holds no .gguf (no x.gguf, no sha256 search).
+    assert not list((tmp_path / "b").glob("*.gguf"))
+    r = run_loom(loom_bin, "run", "-m", "../b/x.loom", "-p", "hello", "-n", 2, "--temp", 0, cwd=c)
+    assert r.returncode == 0
+    r = run_loom(loom_bin, "check", "../b/x.loom", "--gguf", "../a/model.gguf", cwd=c)
+    assert r.stdout.startswith("ok:"), r.stdout
+    # Absolute paths on the command line give the same relative record.
+    run_loom(loom_bin, "port", tmp_path / "a" / "model.gguf", "-o", tmp_path / "b" / "y.loom", cwd=c)
+    assert 'gguf.file = "../a/model.gguf"' in (tmp_path / "b" / "y.loom").read_text()
+    run_loom(loom_bin, "run", "-m", tmp_path / "b" / "y.loom", "-p", "hello", "-n", 1, cwd="/")
+
+
 def llama_cpp_vs_loom(loom_bin, gguf_path, prog, tokens, tmp_path):
-    llama_cpp = pytest.importorskip("llama_cpp")
+    llama_cpp = require_module("llama_cpp")
     llm = llama_cpp.Llama(model_path=str(gguf_path), logits_all=True, n_ctx=512, n_threads=2, verbose=False)
     llm.eval(tokens)
     ref = np.array(llm.scores[: len(tokens)], dtype=np.float32)
@@ -148,7 +170,7 @@ def write_tiny_phi3(path, donor, seed=0):
 
 
 def test_phi3(loom_bin, tmp_path):
-    pytest.importorskip("gguf")
+    require_module("gguf")
     donor = tmp_path / "donor.gguf"
     run_loom(loom_bin, "synth", "tiny-llama", donor)
     phi3 = tmp_path / "tiny-phi3.gguf"
@@ -161,7 +183,7 @@ def test_phi3(loom_bin, tmp_path):
 
 
 def test_unknown_architecture(loom_bin, tmp_path):
-    gguf = pytest.importorskip("gguf")
+    gguf = require_module("gguf")
     p = tmp_path / "xyz.gguf"
     w = gguf.GGUFWriter(str(p), "xyz")
     w.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
