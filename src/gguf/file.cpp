@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <numeric>
 #include <utility>
 
@@ -163,6 +165,19 @@ File File::open(const std::string& path) {
     ::close(fd);
     loom::fail("gguf: {}: at offset 0: magic: the file is empty", path);
   }
+  timespec now {};
+  clock_gettime(CLOCK_REALTIME, &now);
+  FileIdentity id;
+  {
+    std::error_code ec;
+    id.canonical_path = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec).string();
+    if (ec) id.canonical_path = path;
+  }
+  id.device = uint64_t(st.st_dev);
+  id.inode = uint64_t(st.st_ino);
+  id.size = uint64_t(st.st_size);
+  id.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
   void* m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
   int e = errno;
   ::close(fd);
@@ -172,6 +187,8 @@ File File::open(const std::string& path) {
   f.map_ = m;
   f.map_len_ = size_t(st.st_size);
   f.bytes_ = {static_cast<const uint8_t*>(m), size_t(st.st_size)};
+  f.identity_ = std::move(id);
+  f.opened_ns_ = int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;
   f.parse();  // on throw, ~File unmaps
   return f;
 }
@@ -201,6 +218,8 @@ File& File::operator=(File&& o) noexcept {
   tensors_ = std::move(o.tensors_);
   tensor_index_ = std::move(o.tensor_index_);
   sha256_ = std::move(o.sha256_);
+  identity_ = std::move(o.identity_);
+  opened_ns_ = o.opened_ns_;
   return *this;
 }
 
@@ -396,6 +415,8 @@ const TensorInfo& File::tensor(std::string_view name) const {
 
 const std::string& File::sha256() const {
   if (!sha256_.empty()) return sha256_;
+  if (identity_)
+    if (auto cached = HashCache::standard().find(*identity_)) return sha256_ = std::move(*cached);
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (EVP_Digest(bytes_.data(), bytes_.size(), md, &len, EVP_sha256(), nullptr) != 1)
@@ -407,6 +428,7 @@ const std::string& File::sha256() const {
     s += hex[md[i] & 15];
   }
   sha256_ = std::move(s);
+  if (identity_ && HashCache::settled(*identity_, opened_ns_)) HashCache::standard().store(*identity_, sha256_);
   return sha256_;
 }
 

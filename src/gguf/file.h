@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gguf/hash_cache.h"
 #include "gguf/tensor_type.h"
 #include "gguf/value.h"
 
@@ -62,8 +63,12 @@ class File {
   const TensorInfo* find_tensor(std::string_view name) const;
   const TensorInfo& tensor(std::string_view name) const;  // throws naming the tensor
 
-  // SHA-256 of the whole file, hex; computed on first call.
+  // SHA-256 of the whole file, hex; computed on first call, or taken from HashCache::standard()
+  // when the cache's entry is for this very version of the file (see gguf/hash_cache.h).
   const std::string& sha256() const;
+  // The file on disk as it was mapped; nullopt for from_bytes images.
+  const std::optional<FileIdentity>& identity() const { return identity_; }
+  int64_t opened_ns() const { return opened_ns_; }  // CLOCK_REALTIME at open
 
  private:
   File() = default;
@@ -80,6 +85,8 @@ class File {
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
   mutable std::string sha256_;
+  std::optional<FileIdentity> identity_;
+  int64_t opened_ns_ = 0;
 };
 
 }  // namespace gguf
