@@ -12,7 +12,13 @@ namespace port {
 
 // Ports the file by its general.architecture. Unknown architecture, missing tensors or
 // metadata, and weight types Loom cannot hold are loom::Errors naming the key or tensor.
-ir::Module port(const gguf::File& f);
+struct PortOptions {
+  // Record `gguf.sha256` (the whole file hashed, or taken from gguf::HashCache). A program that
+  // is written out needs it to find and check its weights later; a GGUF run ported in memory is
+  // bound to the very file it came from and skips it (a first run of a 400 MB file saves ~0.3 s).
+  bool record_sha256 = true;
+};
+ir::Module port(const gguf::File& f, const PortOptions& opts = {});
 
 using Porter = ir::Module (*)(const gguf::File&);
 struct Architecture {

@@ -1,5 +1,6 @@
 #include "port/program.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 
@@ -142,6 +143,13 @@ std::string weight_name(const std::string& g) {
   return n;
 }
 
+void record_sha256(ir::Module& m, const std::string& hex) {
+  auto it = std::find_if(m.attrs.begin(), m.attrs.end(), [](const ir::Attr& a) { return a.name == "gguf.sha256"; });
+  if (it == m.attrs.end()) return;
+  if (hex.empty()) m.attrs.erase(it);
+  else it->value = hex;
+}
+
 void record_weights_path(ir::Module& m, const std::string& gguf_path, const std::string& program_path) {
   namespace fs = std::filesystem;
   // Both folders made absolute with symlinks resolved: `dir/../x` is resolved by the kernel
@@ -164,7 +172,7 @@ Program::Program(const gguf::File& f, const HParams& hp) : f_(f), hp_(hp) {
   auto& a = m_.attrs;
   a.push_back({"arch", hp.arch});
   a.push_back({"name", f.get_string("general.name", m_.name)});
-  a.push_back({"gguf.sha256", f.sha256()});
+  a.push_back({"gguf.sha256", std::string()});  // port() fills it in (PortOptions)
   a.push_back({"gguf.file", std::filesystem::path(f.path()).filename().string()});
   a.push_back({"n_layer", hp.n_layer});
   a.push_back({"n_embd", hp.n_embd});

@@ -103,6 +103,9 @@ class Program {
   std::map<std::string, int64_t, std::less<>> widths_;     // value name -> width
 };
 
+// Fills the `gguf.sha256` attribute the Program left empty, or drops it when `hex` is empty.
+void record_sha256(ir::Module& m, const std::string& hex);
+
 // Loom's element type for a GGUF tensor type; nullopt for types Loom programs cannot hold.
 std::optional<ir::Elem> elem_of(gguf::TensorType t);
 // The ir::Type of a GGUF tensor: dims reversed (outermost first), element type mapped.

@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "port/port.h"
+#include "port/program.h"
 
 namespace port {
 
@@ -33,10 +34,14 @@ std::string supported_list() {
   return s;
 }
 
-ir::Module port(const gguf::File& f) {
+ir::Module port(const gguf::File& f, const PortOptions& opts) {
   const std::string arch = f.architecture();
   for (const auto& a : architectures())
-    if (arch == a.name) return a.port(f);
+    if (arch == a.name) {
+      ir::Module m = a.port(f);
+      record_sha256(m, opts.record_sha256 ? f.sha256() : "");
+      return m;
+    }
   loom::fail("{}: unsupported architecture '{}' (supported: {})", f.path(), arch, supported_list());
 }
 

@@ -62,7 +62,7 @@ LoadedModel load_model(const std::string& path, const std::string& gguf_override
   } else {
     if (!gguf_override.empty()) loom::fail("--gguf is for .loom programs; {} is already a GGUF", path);
     lm.file = std::make_unique<gguf::File>(gguf::File::open(path));
-    lm.module = port::port(*lm.file);
+    lm.module = port::port(*lm.file, {.record_sha256 = false});  // bound to this very file
     lm.origin = "ported from " + path;
   }
   return lm;
