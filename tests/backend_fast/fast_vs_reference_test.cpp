@@ -1,24 +1,47 @@
 // The fast CPU backend against the reference interpreter, logits row by row; every comparison
 // prints its figures (max over rows of max |Δlogit| / std(reference row), argmax agreement).
 //
-// Thresholds, and why they differ by weight type:
-//  - F32 weights: activations stay f32 on both sides, so only summation order differs:
-//    max |Δlogit| / std ≤ 1% and argmax identical on ≥ 98% of rows.
-//  - quantized weights: both sides quantize activations to the weight type's vec_dot_type
-//    (Q8_0/Q8_1/Q8_K) as llama.cpp does and take the same integer block sums; only the order of
-//    the per-block float updates differs (the reference follows ggml's generic dots, the fast
-//    kernels their SIMD lanes). Most rows agree bit for bit; where a 1-ulp difference moves a
-//    value across a rounding boundary of the next activation quantization it grows through
-//    the layers: up to ~5% of std on these 2-3 layer random models (prefill of 64 tokens,
-//    Q5_K at any length). Bound: ≤ 10%, argmax ≥ 90% (random weights give near-ties). The
-//    real-model check bounds the distribution: mean KL ≤ 0.05 and top-1 ≥ 90% (figures
-//    printed; tests/python/test_correctness.py holds both backends to llama.cpp itself).
+// The bounds are the agreement the two backends reach now, measured, with a stated margin
+// (issue 10, D.2). Where the figures come from: this test's own printed figures, on an AVX-512
+// VNNI Xeon, once with the fast backend's AVX-512 kernels and once capped to AVX2
+// (LOOM_ISA=avx2), which sum in different orders; the bound takes the worse of the two. Rules:
+// a maximum (max|Δlogit|, max|Δlogit|/std) may grow by 1.5x, a mean KL by 1.3x (a mean over
+// hundreds of rows moves less than a maximum), and an argmax/top-1 rate may fall by two
+// standard errors of the measured rate, sqrt(p (1 - p) / rows) (with p = 1: the rule of three,
+// 3 / rows). A change to either backend's arithmetic that moves past them is a change in what
+// the backends promise and must come with new measurements here, not a looser number.
+//
+// Why they differ at all. F32 weights: activations stay f32 on both sides, so only summation
+// order differs. Quantized weights: both sides quantize activations to the weight type's
+// vec_dot_type (Q8_0/Q8_1/Q8_K) as llama.cpp does and take the same integer block sums; only
+// the order of the per-block float updates differs (the reference follows llama.cpp's x86
+// orders, the fast kernels their own SIMD lanes). Most rows agree bit for bit; where a 1-ulp
+// difference moves a value across a rounding boundary of the next activation quantization it
+// grows through the layers; random weights also give near-ties for the argmax.
+//
+// Measured (rows; AVX-512 / AVX2):
+//  - F32 tiny models, 4 configurations pooled (336 rows): max|Δ|/std 4.3e-4 / 4.3e-4, argmax
+//    100% / 100%. Bound: max|Δ|/std <= 6.5e-4, argmax >= 99% (3/336 by the rule of three).
+//  - quantized llama-shaped, 7 weight types, and the gemma-shaped SWA + softcap model, 90 rows
+//    each: worst max|Δ|/std 0.0586 (Q4_1) / 0.0529 (Q4_1); worst argmax 97.8% (Q4_K) / 96.7%
+//    (Q6_K). Bound: max|Δ|/std <= 0.088, argmax >= 92.9% (0.967 - 2 x 0.019) per model.
+//  - SmolLM2-135M Q4_1, Gemma-3-270M Q4_K_M (the real models; the first 64 tokens of three
+//    licence texts of tests/data/text as one prefill with every row's logits, then 16 decode
+//    steps each, plus a 7-token prefill + 4 decodes: 251 rows):
+//      SmolLM2: max|Δlogit| 2.046 / 1.881, mean KL 0.00489 / 0.00445, top-1 96.4% / 97.2%;
+//      Gemma-3: max|Δlogit| 4.441 / 2.983, mean KL 0.00723 / 0.00600, top-1 96.0% / 95.2%.
+//    Bounds: SmolLM2 max|Δlogit| <= 3.07, mean KL <= 0.0064, top-1 >= 94.0% (0.964 - 2 x 0.0117);
+//            Gemma-3 max|Δlogit| <= 6.66, mean KL <= 0.0094, top-1 >= 92.5% (0.952 - 2 x 0.0135).
+//    (tests/python/test_correctness.py holds both backends to llama.cpp itself; the reference's
+//    logits there equal llama.cpp's, so these are also the fast backend's distance from it.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "../backend/tiny_model.h"
 #include "backend/cpu/fast/fast_backend.h"
@@ -28,6 +51,7 @@
 #include "../backend/kv_fixture.h"
 #include "runtime/engine.h"
 #include "runtime/model_loader.h"
+#include "support/real_models.h"
 #include "synthetic_program.h"
 #include "text/tokenizer.h"
 
@@ -38,8 +62,11 @@ namespace {
 struct Bounds {
   double max_rel, min_argmax;
 };
-constexpr Bounds kF32{0.01, 0.98}, kQuantized{0.10, 0.90};
-constexpr double kRealMaxMeanKl = 0.05, kRealMinTop1 = 0.90;
+constexpr Bounds kF32{6.5e-4, 0.99}, kQuantized{0.088, 0.929};
+struct RealBounds {
+  double max_abs_dlogit, max_mean_kl, min_top1;
+};
+constexpr RealBounds kRealSmolLM2{3.07, 0.0064, 0.940}, kRealGemma3{6.66, 0.0094, 0.925};
 
 struct Pair {
   std::unique_ptr<backend::Plan> fast, ref;
@@ -56,7 +83,8 @@ loom::testing::TestKv cache_for(const backend::Plan& p, int seqs = 1, backend::K
 }
 
 struct Agreement {
-  double worst = 0;  // max over rows of max|Δ| / std(ref)
+  double worst = 0;    // max over rows of max|Δ| / std(ref)
+  double max_abs = 0;  // max over rows of max|Δlogit|
   double kl_sum = 0;  // Σ over rows of KL(ref || fast)
   int64_t rows = 0, same_argmax = 0;
 };
@@ -73,6 +101,7 @@ void accumulate(Agreement& a, const float* ref, const float* got, int64_t rows, 
       md = std::max(md, double(std::fabs(x[i] - y[i])));
     }
     a.worst = std::max(a.worst, md / std::sqrt(var / double(V)));
+    a.max_abs = std::max(a.max_abs, md);
     const double mx = *std::max_element(x, x + V), my = *std::max_element(y, y + V);
     double zx = 0, zy = 0;
     for (int64_t i = 0; i < V; ++i) zx += std::exp(x[i] - mx), zy += std::exp(y[i] - my);
@@ -89,12 +118,13 @@ double agreement(const Agreement& a) { return double(a.same_argmax) / double(std
 double mean_kl(const Agreement& a) { return a.kl_sum / double(std::max<int64_t>(1, a.rows)); }
 
 void print(const Agreement& a, const std::string& what) {
-  std::printf("[ figures  ] %-40s rows %4lld  max|dlogit|/std %.5f  argmax agreement %.4f  mean KL %.6f\n",
-              what.c_str(), (long long)a.rows, a.worst, agreement(a), mean_kl(a));
+  std::printf("[ figures  ] %-44s rows %4lld  max|dlogit| %.4g  max|dlogit|/std %.4g  argmax agreement %.4f  mean KL %.4g\n",
+              what.c_str(), (long long)a.rows, a.max_abs, a.worst, agreement(a), mean_kl(a));
 }
 
 void merge(Agreement& into, const Agreement& a) {
   into.worst = std::max(into.worst, a.worst);
+  into.max_abs = std::max(into.max_abs, a.max_abs);
   into.kl_sum += a.kl_sum;
   into.rows += a.rows;
   into.same_argmax += a.same_argmax;
@@ -149,14 +179,16 @@ loom::testing::SyntheticSpec spec_with(auto f) {
 }  // namespace
 
 TEST(FastBackend, TinyF32ModelMatchesReference) {
+  Agreement total;
   for (std::string mode : {"normal", "neox"})
     for (int64_t window : {0, 3}) {
       auto tm = loom::testing::make_tiny_model(mode, window);
       auto p = compile_both(tm.module, *tm.file);
       for (int T : {1, 7, 64})
         expect_agree(prefill_then_decode(p, T, 4, loom::testing::TinyModel::V, T),
-                     "tiny f32 " + mode + " window " + std::to_string(window) + " T " + std::to_string(T), kF32);
+                     "tiny f32 " + mode + " window " + std::to_string(window) + " T " + std::to_string(T), kF32, &total);
     }
+  expect_agree(total, "tiny f32 all rows", kF32);
 }
 
 TEST(FastBackend, QuantizedPrefillAndDecode) {
@@ -269,27 +301,49 @@ TEST(FastBackend, RollbackRedecodesIdentically) {
   EXPECT_EQ(a2, b2);
 }
 
-TEST(FastBackend, RealSmolLM2MatchesReference) {
-  const char* home = std::getenv("HOME");
-  const std::string path = std::string(home ? home : "") + "/.cache/loom/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "real model not present: " << path;
+// Real text, teacher-forced: for each licence text of tests/data/text, a prefill of the
+// first 64 tokens with every row's logits, then 16 single-token decode steps; and a short
+// 7-token prefill + 4 decodes (low-context positions are the most sensitive).
+Agreement real_model_agreement(const std::string& file_name, const std::string& label) {
+  const std::string path = loom::testing::real_model(file_name);
   auto model = runtime::load_model(path);
   auto p = compile_both(model.module, *model.file);
-  // Real text, teacher-forced: the first tokens of a licence text in tests/data.
   const auto tok = text::Tokenizer::from_gguf(*model.file);
-  const auto ids = tok.encode(
-      "Licensed under the Apache License, Version 2.0 (the \"License\"); you may not use this file except in "
-      "compliance with the License. You may obtain a copy of the License at http://www.apache.org/licenses/LICENSE-2.0 "
-      "Unless required by applicable law or agreed to in writing, software distributed under the License is "
-      "distributed on an \"AS IS\" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.",
-      true, false);
-  ASSERT_GE(ids.size(), 72u);
-  for (auto [T, decode] : {std::pair{64, 8}, std::pair{7, 4}}) {
-    const Agreement a = prefill_then_decode(p, std::vector<int32_t>(ids.begin(), ids.begin() + T + decode), T);
-    print(a, "SmolLM2-135M Q4_1 T " + std::to_string(T) + " + " + std::to_string(decode) + " decode");
-    EXPECT_LE(mean_kl(a), kRealMaxMeanKl);
-    EXPECT_GE(agreement(a), kRealMinTop1);
+  Agreement total;
+  for (const char* text : {"apache-2.0.txt", "artistic.txt", "mpl-2.0.txt"}) {
+    std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/tests/data/text/" + text, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const auto ids = tok.encode(ss.str().substr(0, 4000), true, false);
+    EXPECT_GE(ids.size(), 80u) << text;
+    if (ids.size() < 80) continue;
+    const Agreement a = prefill_then_decode(p, std::vector<int32_t>(ids.begin(), ids.begin() + 80), 64);
+    print(a, label + " " + text + " 64+16");
+    merge(total, a);
+    if (std::string(text) == "apache-2.0.txt") {
+      const Agreement b = prefill_then_decode(p, std::vector<int32_t>(ids.begin(), ids.begin() + 11), 7);
+      print(b, label + " " + text + " 7+4");
+      merge(total, b);
+    }
   }
+  print(total, label + " all rows");
+  return total;
+}
+
+TEST(FastBackend, RealSmolLM2MatchesReference) {
+  LOOM_REQUIRE_MODEL(loom::testing::real_model("SmolLM2-135M-Instruct.Q4_1.gguf"));
+  const Agreement a = real_model_agreement("SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M Q4_1");
+  EXPECT_LE(a.max_abs, kRealSmolLM2.max_abs_dlogit);
+  EXPECT_LE(mean_kl(a), kRealSmolLM2.max_mean_kl);
+  EXPECT_GE(agreement(a), kRealSmolLM2.min_top1);
+}
+
+TEST(FastBackend, RealGemma3MatchesReference) {
+  LOOM_REQUIRE_MODEL(loom::testing::real_model("gemma-3-270m-it-Q4_K_M.gguf"));
+  const Agreement a = real_model_agreement("gemma-3-270m-it-Q4_K_M.gguf", "Gemma-3-270M Q4_K_M");
+  EXPECT_LE(a.max_abs, kRealGemma3.max_abs_dlogit);
+  EXPECT_LE(mean_kl(a), kRealGemma3.max_mean_kl);
+  EXPECT_GE(agreement(a), kRealGemma3.min_top1);
 }
 
 TEST(BackendRegistry, NamesAndErrors) {
