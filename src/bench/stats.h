@@ -1,5 +1,5 @@
 // Statistics for measurements: order statistics, spread, and the paired bootstrap that
-// DESIGN.md's "paired comparison" asks for (A and B interleaved, ratio per pair).
+// Loom's paired comparison asks for (A and B interleaved, ratio per pair; docs/architecture.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -12,7 +12,9 @@ std::vector<VerbEntry>& verbs() {
 }  // namespace loom::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"loom: turn quantized GGUF models into model programs, run, serve and tune them"};
+  // The banner names only verbs that exist; `loom --help` lists them all.
+  CLI::App app{"loom: port quantized GGUF models to .loom model programs, check them, and run, chat with and "
+               "benchmark them on the CPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("loom ") + LOOM_VERSION);
   auto& vs = loom::cli::verbs();
