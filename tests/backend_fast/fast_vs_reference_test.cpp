@@ -3,8 +3,9 @@
 //
 // The bounds are the agreement the two backends reach now, measured, with a stated margin
 // (issue 10, D.2). Where the figures come from: this test's own printed figures, on an AVX-512
-// VNNI Xeon, once with the fast backend's AVX-512 kernels and once capped to AVX2
-// (LOOM_ISA=avx2), which sum in different orders; the bound takes the worse of the two. Rules:
+// VNNI Xeon, once with the fast backend's AVX-512 kernels and once capped to AVX2 (measured
+// with LOOM_ISA=avx2, now the schedule key isa = "avx2"), which sum in different orders; the bound
+// takes the worse of the two. Rules:
 // a maximum (max|Δlogit|, max|Δlogit|/std) may grow by 1.5x, a mean KL by 1.3x (a mean over
 // hundreds of rows moves less than a maximum), and an argmax/top-1 rate may fall by two
 // standard errors of the measured rate, sqrt(p (1 - p) / rows) (with p = 1: the rule of three,
