@@ -58,13 +58,22 @@ Ceiling measure_ceiling(const loom::runtime::LoadedModel& model, int threads, lo
 
 struct Test {
   std::string kind;  // "pp" | "tg" | "parallel"
-  int n;             // tokens; parallel: sequences
+  int n = 0;         // tokens; parallel: sequences
   int pp = 0, tg = 0;  // parallel: tokens per sequence
   std::vector<double> loom_pp_tps, peer_pp_tps;  // parallel: S_PP per repetition (the t/s vectors hold S_TG)
   std::vector<double> loom_tps, peer_tps;       // per repetition
   std::vector<double> loom_sec, loom_tok_sec;   // prefill seconds (TTFT) / per-token seconds
   std::vector<double> peer_tok_sec;
 };
+
+Test make_test(std::string kind, int n, int pp = 0, int tg = 0) {
+  Test t;
+  t.kind = std::move(kind);
+  t.n = n;
+  t.pp = pp;
+  t.tg = tg;
+  return t;
+}
 
 void progress(const BenchArgs& a, const std::string& what) {
   if (a.quiet) return;
@@ -100,14 +109,14 @@ void run_bench(const BenchArgs& a) {
   if (a.parallel.empty()) {
     for (int n : a.pp) max_pos = std::max(max_pos, a.depth + n);
     for (int n : a.tg) max_pos = std::max(max_pos, a.depth + n);
-    for (int n : a.pp) tests.push_back({"pp", n});
-    for (int n : a.tg) tests.push_back({"tg", n});
+    for (int n : a.pp) tests.push_back(make_test("pp", n));
+    for (int n : a.tg) tests.push_back(make_test("tg", n));
   } else {
     if (a.depth > 0) loom::fail("--parallel measures from an empty cache; drop --depth");
     for (int n : a.parallel)
       for (int pp : a.pp)
         for (int tg : a.tg) {
-          tests.push_back({"parallel", n, pp, tg});
+          tests.push_back(make_test("parallel", n, pp, tg));
           max_pos = std::max(max_pos, pp + tg + 1);
           ro.max_seqs = std::max(ro.max_seqs, n);
         }
