@@ -1,0 +1,271 @@
+#include "serve/protocol.h"
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "text/utf8.h"
+
+namespace loom::serve {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxDepth = 64;  // nlohmann's parser recurses: a nesting bomb must not reach it
+
+void check_depth(const std::string& s) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) throw ApiError(400, fmt::format("request body nests deeper than {} levels", kMaxDepth));
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+[[noreturn]] void bad(const std::string& param, const std::string& what) {
+  throw ApiError(400, fmt::format("'{}': {}", param, what), "invalid_request_error", param);
+}
+
+const json* field(const json& o, const char* name) {
+  auto it = o.find(name);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number(const json& o, const char* name, double def, double lo, double hi) {
+  const json* v = field(o, name);
+  if (!v) return def;
+  if (!v->is_number()) bad(name, "must be a number");
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) bad(name, fmt::format("must be between {} and {}, got {}", lo, hi, x));
+  return x;
+}
+
+int64_t integer(const json& o, const char* name, int64_t def, int64_t lo, int64_t hi) {
+  const json* v = field(o, name);
+  if (!v) return def;
+  if (!v->is_number_integer()) bad(name, "must be an integer");
+  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
+  if (x < lo || x > hi) bad(name, fmt::format("must be between {} and {}, got {}", lo, hi, x));
+  return x;
+}
+
+bool boolean(const json& o, const char* name, bool def) {
+  const json* v = field(o, name);
+  if (!v) return def;
+  if (!v->is_boolean()) bad(name, "must be true or false");
+  return v->get<bool>();
+}
+
+// Fields a client may send that Loom does not implement yet: refused by name, never ignored.
+void refuse_unsupported(const json& o) {
+  if (boolean(o, "logprobs", false) || field(o, "top_logprobs"))
+    throw ApiError(400, "'logprobs' is not supported by this server yet", "invalid_request_error", "logprobs");
+  for (const char* f : {"tools", "tool_choice", "functions", "function_call", "logit_bias", "suffix", "best_of"})
+    if (const json* v = field(o, f); v && !(v->is_array() && v->empty()))
+      throw ApiError(400, fmt::format("'{}' is not supported by this server yet", f), "invalid_request_error", f);
+  if (const json* rf = field(o, "response_format")) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) bad("response_format", "must be an object with a 'type'");
+    if ((*rf)["type"] != "text")
+      throw ApiError(400, fmt::format("response_format type '{}' is not supported by this server yet",
+                                      (*rf)["type"].get<std::string>()), "invalid_request_error", "response_format");
+  }
+}
+
+Generation parse_generation(const json& o, const Limits& lim) {
+  refuse_unsupported(o);
+  Generation g;
+  const json* model = field(o, "model");
+  if (!model) bad("model", "is required");
+  if (!model->is_string()) bad("model", "must be a string");
+  g.model = model->get<std::string>();
+  auto& s = g.sampling;
+  // Absent fields take llama-server's defaults, which llama.cpp users expect.
+  s.temperature = float(number(o, "temperature", 0.8, 0, 2));
+  s.top_p = float(number(o, "top_p", 0.95, 0, 1));
+  s.top_k = int32_t(integer(o, "top_k", 40, 0, 1 << 20));
+  s.min_p = float(number(o, "min_p", 0.05, 0, 1));
+  s.presence_penalty = float(number(o, "presence_penalty", 0, -2, 2));
+  s.frequency_penalty = float(number(o, "frequency_penalty", 0, -2, 2));
+  s.repeat_penalty = float(number(o, "repeat_penalty", 1, 1e-3, 10));
+  if (const json* seed = field(o, "seed")) {
+    if (!seed->is_number_integer()) bad("seed", "must be an integer");
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : uint64_t(seed->get<int64_t>());
+    g.seed_given = true;
+  } else {
+    s.seed = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
+  }
+  const int64_t mt = integer(o, "max_completion_tokens", integer(o, "max_tokens", -1, 1, 1 << 24), 1, 1 << 24);
+  g.max_tokens = int32_t(mt);
+  if (const json* stop = field(o, "stop")) {
+    if (stop->is_string()) {
+      g.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > lim.max_stop) bad("stop", fmt::format("at most {} stop sequences", lim.max_stop));
+      for (const auto& x : *stop) {
+        if (!x.is_string()) bad("stop", "must be a string or an array of strings");
+        g.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or an array of strings");
+    }
+    for (const auto& x : g.stop)
+      if (x.empty()) bad("stop", "stop sequences must not be empty");
+  }
+  g.n = int32_t(integer(o, "n", 1, 1, lim.max_n));
+  g.stream = boolean(o, "stream", false);
+  if (const json* so = field(o, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "must be an object");
+    if (!g.stream) bad("stream_options", "is only allowed with stream: true");
+    g.include_usage = boolean(*so, "include_usage", false);
+  }
+  return g;
+}
+
+std::string message_content(const json& m, size_t i) {
+  const std::string param = fmt::format("messages[{}].content", i);
+  const json* c = field(m, "content");
+  if (!c) return "";
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) bad(param, "must be a string or an array of text parts");
+  std::string text;
+  for (const auto& part : *c) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      bad(param, "only parts of type 'text' are supported");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+json ApiError::body() const {
+  return {{"error", {{"message", what()}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
+                     {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+json parse_body(const std::string& body) {
+  size_t tail = 0;
+  if (text::utf8_valid_prefix(body, tail) != body.size() || tail != 0)
+    throw ApiError(400, "request body is not valid UTF-8");
+  check_depth(body);
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {  // syntax, and numbers out of double's range (1e999)
+    throw ApiError(400, fmt::format("request body is not valid JSON: {}", e.what()));
+  }
+  if (!j.is_object()) throw ApiError(400, "request body must be a JSON object");
+  return j;
+}
+
+ChatRequest parse_chat(const std::string& body, const Limits& lim) {
+  const json o = parse_body(body);
+  ChatRequest r;
+  r.gen = parse_generation(o, lim);
+  const json* msgs = field(o, "messages");
+  if (!msgs) bad("messages", "is required");
+  if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
+  if (msgs->size() > lim.max_messages) bad("messages", fmt::format("at most {} messages", lim.max_messages));
+  size_t bytes = 0;
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    if (!m.is_object()) bad(fmt::format("messages[{}]", i), "must be an object");
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) bad(fmt::format("messages[{}].role", i), "must be a string");
+    const std::string rs = role->get<std::string>();
+    if (rs != "system" && rs != "developer" && rs != "user" && rs != "assistant" && rs != "tool")
+      bad(fmt::format("messages[{}].role", i), fmt::format("unknown role '{}'", rs));
+    if (rs == "tool" || field(m, "tool_calls"))
+      throw ApiError(400, "tool messages are not supported by this server yet", "invalid_request_error",
+                     fmt::format("messages[{}]", i));
+    r.messages.push_back({rs == "developer" ? "system" : rs, message_content(m, i)});
+    bytes += r.messages.back().content.size();
+  }
+  if (bytes > lim.max_prompt_bytes) bad("messages", fmt::format("more than {} bytes of text", lim.max_prompt_bytes));
+  return r;
+}
+
+CompletionRequest parse_completion(const std::string& body, const Limits& lim) {
+  const json o = parse_body(body);
+  CompletionRequest r;
+  r.gen = parse_generation(o, lim);
+  const json* p = field(o, "prompt");
+  if (!p) bad("prompt", "is required");
+  if (p->is_string()) r.prompt = p->get<std::string>();
+  else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) r.prompt = (*p)[0].get<std::string>();
+  else bad("prompt", "must be a string (batched prompts are not supported yet)");
+  if (r.prompt.size() > lim.max_prompt_bytes) bad("prompt", fmt::format("more than {} bytes", lim.max_prompt_bytes));
+  r.echo = boolean(o, "echo", false);
+  return r;
+}
+
+json Usage::json() const {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+}
+
+json chat_response(const std::string& id, const std::string& model, int64_t created, const std::vector<Choice>& choices,
+                   const Usage& u) {
+  json cs = json::array();
+  for (size_t i = 0; i < choices.size(); ++i)
+    cs.push_back({{"index", i},
+                  {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
+                  {"logprobs", nullptr},
+                  {"finish_reason", choices[i].finish_reason}});
+  return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model}, {"choices", cs},
+          {"usage", u.json()}};
+}
+
+json completion_response(const std::string& id, const std::string& model, int64_t created,
+                         const std::vector<Choice>& choices, const Usage& u) {
+  json cs = json::array();
+  for (size_t i = 0; i < choices.size(); ++i)
+    cs.push_back({{"index", i}, {"text", choices[i].text}, {"logprobs", nullptr}, {"finish_reason", choices[i].finish_reason}});
+  return {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model}, {"choices", cs},
+          {"usage", u.json()}};
+}
+
+json chat_chunk(const std::string& id, const std::string& model, int64_t created, int index, const std::string* role,
+                const std::string& text, const std::string* finish_reason) {
+  json delta = json::object();
+  if (role) delta["role"] = *role;
+  if (!text.empty() || (!finish_reason && !role)) delta["content"] = text;
+  return {{"id", id},
+          {"object", "chat.completion.chunk"},
+          {"created", created},
+          {"model", model},
+          {"choices", {{{"index", index}, {"delta", delta}, {"logprobs", nullptr},
+                        {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}}}}};
+}
+
+json completion_chunk(const std::string& id, const std::string& model, int64_t created, int index,
+                      const std::string& text, const std::string* finish_reason) {
+  return {{"id", id},
+          {"object", "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", {{{"index", index}, {"text", text}, {"logprobs", nullptr},
+                        {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}}}}};
+}
+
+json usage_chunk(const std::string& id, const std::string& object, const std::string& model, int64_t created,
+                 const Usage& u) {
+  return {{"id", id}, {"object", object}, {"created", created}, {"model", model}, {"choices", json::array()},
+          {"usage", u.json()}};
+}
+
+}  // namespace loom::serve

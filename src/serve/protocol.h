@@ -1,0 +1,87 @@
+// The OpenAI wire protocol of `loom serve`: request bodies parsed and checked into typed
+// requests (every wrong field is a 400 naming it, in OpenAI's error shape), and the JSON of
+// responses and stream chunks. Nothing here knows HTTP or the engine.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/sampler.h"
+#include "text/chat_template.h"
+
+namespace loom::serve {
+
+// An error a client caused (or a refusal): HTTP status plus OpenAI's error object.
+struct ApiError : std::runtime_error {
+  int status;
+  std::string type, param, code;
+  ApiError(int status, std::string message, std::string type = "invalid_request_error", std::string param = "",
+           std::string code = "")
+      : std::runtime_error(std::move(message)), status(status), type(std::move(type)), param(std::move(param)),
+        code(std::move(code)) {}
+  nlohmann::json body() const;
+};
+
+struct Limits {
+  size_t max_messages = 4096;     // per chat request
+  size_t max_stop = 16;           // stop strings per request
+  int32_t max_n = 16;             // choices per request
+  size_t max_prompt_bytes = 1 << 22;
+};
+
+// What both endpoints share once parsed.
+struct Generation {
+  std::string model;
+  runtime::SamplerParams sampling;
+  bool seed_given = false;
+  int32_t max_tokens = -1;        // -1: until the context is full
+  std::vector<std::string> stop;
+  int32_t n = 1;
+  bool stream = false, include_usage = false;
+};
+
+struct ChatRequest {
+  Generation gen;
+  std::vector<text::ChatMessage> messages;
+};
+
+struct CompletionRequest {
+  Generation gen;
+  std::string prompt;
+  bool echo = false;
+};
+
+// Parse a body (already known to be JSON text). Throws ApiError(400) naming the field.
+ChatRequest parse_chat(const std::string& body, const Limits& lim);
+CompletionRequest parse_completion(const std::string& body, const Limits& lim);
+nlohmann::json parse_body(const std::string& body);  // 400 on invalid JSON / UTF-8 / nesting
+
+struct Usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  nlohmann::json json() const;
+};
+
+// "stop" | "length" (OpenAI's finish reasons) from the engine's.
+struct Choice {
+  std::string text;
+  std::string finish_reason;  // "stop", "length"
+};
+
+nlohmann::json chat_response(const std::string& id, const std::string& model, int64_t created,
+                             const std::vector<Choice>& choices, const Usage& u);
+nlohmann::json completion_response(const std::string& id, const std::string& model, int64_t created,
+                                   const std::vector<Choice>& choices, const Usage& u);
+// One streamed chunk: a delta of `text` for choice `index` (role on the first chunk of a chat
+// choice), or its finish reason when finish_reason is set; usage chunks have no choices.
+nlohmann::json chat_chunk(const std::string& id, const std::string& model, int64_t created, int index,
+                          const std::string* role, const std::string& text, const std::string* finish_reason);
+nlohmann::json completion_chunk(const std::string& id, const std::string& model, int64_t created, int index,
+                                const std::string& text, const std::string* finish_reason);
+nlohmann::json usage_chunk(const std::string& id, const std::string& object, const std::string& model, int64_t created,
+                           const Usage& u);
+
+}  // namespace loom::serve
