@@ -1,0 +1,70 @@
+// Host entry points of the CUDA kernels (one .cu file each, beside this header). Pointers are
+// device pointers; every launch is checked (check.h). Row-major activations: row r of a
+// [rows x cols] value starts at base + r * ld. Semantics are the reference backend's
+// (src/backend/cpu/reference_*.cpp); tests/backend_cuda compares each kernel with it.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+
+namespace loom::backend::cuda {
+
+// True when matmul_rows / embed_rows have a kernel for weights of type t.
+bool has_weight_kernel(gguf::TensorType t);
+
+// y[r][n] = sum_k W[n][k] * x[r][k] for r < rows, n < N: the weight's N rows of K elements in
+// its stored GGUF format (row_bytes apart), x f32. Reads the weight once for all rows; meant
+// for decode and small batches (rows <= 8 per pass, more rows loop over passes).
+void matmul_rows(gguf::TensorType t, const uint8_t* w, size_t row_bytes, int64_t N, int64_t K, const float* x,
+                 int64_t ldx, int64_t rows, float* y, int64_t ldy, cudaStream_t s);
+
+// out[r] = dequantized row ids[r] of the table (ids checked against n_rows on the device:
+// an out-of-range id yields a row of NaN).
+void embed_rows(gguf::TensorType t, const uint8_t* table, size_t row_bytes, int64_t n_rows, int64_t K,
+                const int32_t* ids, int64_t rows, float* out, cudaStream_t s);
+
+// Pointwise and row ops (pointwise.cu). `b` rows: b_rows == 1 broadcasts one row.
+enum class Binary { add, mul, swiglu, geglu };
+void binary(Binary op, const float* a, const float* b, int64_t b_rows, float* out, int64_t rows, int64_t cols,
+            cudaStream_t s);
+void scale(const float* x, float factor, float* out, int64_t n, cudaStream_t s);
+void softcap(const float* x, float cap, float* out, int64_t n, cudaStream_t s);
+void rms_norm(const float* x, const float* w, float eps, float* out, int64_t rows, int64_t cols, int64_t group,
+              cudaStream_t s);
+void slice(const float* x, int64_t ldx, int64_t start, float* out, int64_t rows, int64_t cols, cudaStream_t s);
+
+// Rotary embedding (rope.cu), ggml_rope_ext without YaRN: theta_i = pos * freq_scale *
+// base^(-2i/n_rot) / ff_i; neox rotates (i, i + n_rot/2), normal (2i, 2i+1). ff may be null.
+void rope(const float* x, const int32_t* pos, float* out, int64_t rows, int64_t cols, int64_t head_dim, int64_t n_rot,
+          float base, float freq_scale, const float* ff, bool neox, cudaStream_t s);
+
+// Paged KV (attention.cu). Storage of one layer: rows of k_width (v_width) elements, f16, in
+// blocks of block_size positions; position p of a sequence is row
+// table[p / block_size] * block_size + p % block_size.
+struct KvView {
+  __half* k = nullptr;
+  __half* v = nullptr;
+  int64_t k_width = 0, v_width = 0;
+  int32_t block_size = 0;
+};
+// Writes the rows' keys and values at their positions (the tables of their sequences).
+struct StepTables {
+  const int32_t* seq_of_row = nullptr;  // per step row
+  const int32_t* pos_of_row = nullptr;
+  const int32_t* tables = nullptr;      // [n_seqs x max_blocks] block ids
+  int32_t max_blocks = 0;
+};
+void kv_store(const KvView& kv, const StepTables& st, const float* k, const float* v, int64_t rows, cudaStream_t s);
+
+// Causal grouped-query attention of each row over its sequence's positions <= its own (and
+// > pos - window when window > 0): softmax(scale * softcap(q.k)) . v.
+struct AttentionShape {
+  int n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
+  float scale = 1, softcap = 0;
+};
+void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
+               int64_t rows, cudaStream_t s);
+
+}  // namespace loom::backend::cuda

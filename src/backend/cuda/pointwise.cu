@@ -1,0 +1,114 @@
+// Elementwise and row-wise ops: add, mul, SwiGLU, GeGLU (tanh GELU), scale, softcap, RMS norm,
+// column slices. One thread per element, or one block per normalised group.
+#include "backend/cuda/check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/warp.cuh"
+
+namespace loom::backend::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+template <Binary Op>
+__global__ void binary_kernel(const float* __restrict__ a, const float* __restrict__ b, int64_t b_rows,
+                              float* __restrict__ out, int64_t rows, int64_t cols) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const float x = a[i], y = b[b_rows == 1 ? i % cols : i];
+  if constexpr (Op == Binary::add) out[i] = x + y;
+  else if constexpr (Op == Binary::mul) out[i] = x * y;
+  else if constexpr (Op == Binary::swiglu) out[i] = silu(x) * y;
+  else out[i] = gelu_tanh(x) * y;
+}
+
+__global__ void scale_kernel(const float* __restrict__ x, float f, float* __restrict__ out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = x[i] * f;
+}
+
+__global__ void softcap_kernel(const float* __restrict__ x, float cap, float* __restrict__ out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tanhf(x[i] * (1.0f / cap)) * cap;
+}
+
+// One block per group of `group` elements: sum of squares, then x * rsqrt(mean + eps) * w.
+__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps,
+                                float* __restrict__ out, int64_t group) {
+  __shared__ float partial[kThreads / kWarpSize];
+  const float* xg = x + int64_t(blockIdx.x) * group;
+  float* og = out + int64_t(blockIdx.x) * group;
+  float sum = 0.f;
+  for (int64_t c = threadIdx.x; c < group; c += blockDim.x) sum += xg[c] * xg[c];
+  sum = warp_sum(sum);
+  if (threadIdx.x % kWarpSize == 0) partial[threadIdx.x / kWarpSize] = sum;
+  __syncthreads();
+  if (threadIdx.x < kWarpSize) {
+    float v = threadIdx.x < blockDim.x / kWarpSize ? partial[threadIdx.x] : 0.f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  const float s = rsqrtf(partial[0] / float(group) + eps);
+  for (int64_t c = threadIdx.x; c < group; c += blockDim.x) og[c] = xg[c] * s * w[c];
+}
+
+__global__ void slice_kernel(const float* __restrict__ x, int64_t ldx, int64_t start, float* __restrict__ out,
+                             int64_t rows, int64_t cols) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < rows * cols) out[i] = x[(i / cols) * ldx + start + i % cols];
+}
+
+}  // namespace
+
+void binary(Binary op, const float* a, const float* b, int64_t b_rows, float* out, int64_t rows, int64_t cols,
+            cudaStream_t s) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return;
+  switch (op) {
+    case Binary::add: binary_kernel<Binary::add><<<blocks_for(n), kThreads, 0, s>>>(a, b, b_rows, out, rows, cols); break;
+    case Binary::mul: binary_kernel<Binary::mul><<<blocks_for(n), kThreads, 0, s>>>(a, b, b_rows, out, rows, cols); break;
+    case Binary::swiglu: binary_kernel<Binary::swiglu><<<blocks_for(n), kThreads, 0, s>>>(a, b, b_rows, out, rows, cols); break;
+    case Binary::geglu: binary_kernel<Binary::geglu><<<blocks_for(n), kThreads, 0, s>>>(a, b, b_rows, out, rows, cols); break;
+  }
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void scale(const float* x, float factor, float* out, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, factor, out, n);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void softcap(const float* x, float cap, float* out, int64_t n, cudaStream_t s) {
+  if (!(cap > 0)) cuda_invalid("softcap: cap must be > 0");
+  if (n <= 0) return;
+  softcap_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, cap, out, n);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void rms_norm(const float* x, const float* w, float eps, float* out, int64_t rows, int64_t cols, int64_t group,
+              cudaStream_t s) {
+  if (group <= 0 || cols % group) cuda_invalid("rms_norm: the group must divide the row width");
+  const int64_t groups = rows * (cols / group);
+  if (groups <= 0) return;
+  rms_norm_kernel<<<unsigned(groups), kThreads, 0, s>>>(x, w, eps, out, group);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void slice(const float* x, int64_t ldx, int64_t start, float* out, int64_t rows, int64_t cols, cudaStream_t s) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return;
+  slice_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, ldx, start, out, rows, cols);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace loom::backend::cuda
