@@ -6,6 +6,9 @@
 #include "backend/cpu/fast/fast_backend.h"
 #include "backend/cpu/reference.h"
 #include "common/error.h"
+#ifdef LOOM_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace loom::backend {
 
@@ -17,6 +20,9 @@ struct Entry {
 const Entry kBackends[] = {
     {"cpu", cpu::make_fast_backend},
     {"cpu-ref", cpu::make_reference_backend},
+#ifdef LOOM_HAVE_CUDA
+    {"cuda", cuda::make_cuda_backend},
+#endif
 };
 }  // namespace
 
@@ -29,6 +35,9 @@ std::vector<std::string> backend_names() {
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   for (const auto& e : kBackends)
     if (name == e.name) return e.make();
+#ifndef LOOM_HAVE_CUDA
+  if (name == "cuda") loom::fail("this build has no CUDA backend (nvcc was not found when it was configured)");
+#endif
   loom::fail("unknown backend \"{}\" (known: {})", name, fmt::join(backend_names(), ", "));
 }
 

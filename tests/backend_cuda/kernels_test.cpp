@@ -172,6 +172,15 @@ TEST(Pointwise, BinaryUnaryNormAndSlice) {
   const auto sl = dsl.to_host<float>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < 100; ++c) ASSERT_EQ(sl[r * 100 + c], a[r * cols + 37 + c]);
+  const std::vector<int32_t> idx = {6, 0, 3};
+  auto didx = DeviceBuffer::of(idx);
+  DeviceBuffer dg(idx.size() * cols * sizeof(float));
+  dg.poison();
+  gather_rows(da.get<float>(), didx.get<int32_t>(), dg.get<float>(), int64_t(idx.size()), cols, nullptr);
+  sync();
+  const auto g = dg.to_host<float>();
+  for (size_t r = 0; r < idx.size(); ++r)
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(g[r * cols + c], a[idx[r] * cols + c]);
 }
 
 TEST(Rope, NormalAndNeoxWithFactorsAndPartialRotation) {

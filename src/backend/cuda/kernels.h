@@ -34,6 +34,8 @@ void softcap(const float* x, float cap, float* out, int64_t n, cudaStream_t s);
 void rms_norm(const float* x, const float* w, float eps, float* out, int64_t rows, int64_t cols, int64_t group,
               cudaStream_t s);
 void slice(const float* x, int64_t ldx, int64_t start, float* out, int64_t rows, int64_t cols, cudaStream_t s);
+// out[r] = in[idx[r]] for r < rows (rows of `cols` floats; out must not overlap in).
+void gather_rows(const float* in, const int32_t* idx, float* out, int64_t rows, int64_t cols, cudaStream_t s);
 
 // Rotary embedding (rope.cu), ggml_rope_ext without YaRN: theta_i = pos * freq_scale *
 // base^(-2i/n_rot) / ff_i; neox rotates (i, i + n_rot/2), normal (2i, 2i+1). ff may be null.

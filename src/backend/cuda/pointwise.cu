@@ -67,6 +67,12 @@ __global__ void slice_kernel(const float* __restrict__ x, int64_t ldx, int64_t s
   if (i < rows * cols) out[i] = x[(i / cols) * ldx + start + i % cols];
 }
 
+__global__ void gather_kernel(const float* __restrict__ in, const int32_t* __restrict__ idx, float* __restrict__ out,
+                              int64_t rows, int64_t cols) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < rows * cols) out[i] = in[int64_t(idx[i / cols]) * cols + i % cols];
+}
+
 }  // namespace
 
 void binary(Binary op, const float* a, const float* b, int64_t b_rows, float* out, int64_t rows, int64_t cols,
@@ -108,6 +114,13 @@ void slice(const float* x, int64_t ldx, int64_t start, float* out, int64_t rows,
   const int64_t n = rows * cols;
   if (n <= 0) return;
   slice_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, ldx, start, out, rows, cols);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void gather_rows(const float* in, const int32_t* idx, float* out, int64_t rows, int64_t cols, cudaStream_t s) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return;
+  gather_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, idx, out, rows, cols);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""End-to-end logits of the CUDA backend against the CPU reference backend on one model file.
+
+Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `--backend cuda`,
+once as one prefill batch and once one decode step per token (-b 1). Gates (issue 11's contract
+for the GPU path): mean KL(ref || cuda) <= 0.01 over all positions, and every logit finite.
+Prints one JSON line per run and exits non-zero when a gate fails.
+
+  e2e_logits.py LOOM_BIN MODEL.gguf [--tokens N] [--seed S]
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+
+def logits(loom, model, tokens_file, backend, batch, out):
+    cmd = [loom, "logits", "-m", model, "--tokens", tokens_file, "--backend", backend, "--out", out]
+    if batch:
+        cmd += ["-b", str(batch)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return np.fromfile(out, dtype=np.float32)
+
+
+def compare(ref, got, n_tokens):
+    ref = ref.reshape(n_tokens, -1).astype(np.float64)
+    got = got.reshape(n_tokens, -1).astype(np.float64)
+    finite = bool(np.isfinite(got).all())
+    lp = ref - ref.max(1, keepdims=True)
+    lp -= np.log(np.exp(lp).sum(1, keepdims=True))
+    lq = got - got.max(1, keepdims=True)
+    lq -= np.log(np.exp(lq).sum(1, keepdims=True))
+    kl = (np.exp(lp) * (lp - lq)).sum(1)
+    return {
+        "finite": finite,
+        "mean_kl": float(kl.mean()),
+        "max_kl": float(kl.max()),
+        "top1": float((ref.argmax(1) == got.argmax(1)).mean()),
+        "max_abs_dlogit": float(np.abs(ref - got).max()),
+        "ref_logit_std": float(ref.std()),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("loom")
+    ap.add_argument("model")
+    ap.add_argument("--tokens", type=int, default=96)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--vocab", type=int, default=49152)
+    a = ap.parse_args()
+    rng = np.random.default_rng(a.seed)
+    ids = rng.integers(0, a.vocab, size=a.tokens)
+    ok = True
+    with tempfile.TemporaryDirectory() as d:
+        tf = f"{d}/tokens.txt"
+        with open(tf, "w") as f:
+            f.write(" ".join(map(str, ids)))
+        ref = logits(a.loom, a.model, tf, "cpu-ref", 0, f"{d}/ref.f32")
+        for batch in (0, 1):
+            got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32")
+            r = compare(ref, got, a.tokens)
+            r.update(model=a.model, mode="decode" if batch == 1 else "prefill", tokens=a.tokens)
+            r["pass"] = r["finite"] and r["mean_kl"] <= 0.01
+            ok &= r["pass"]
+            print(json.dumps(r))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

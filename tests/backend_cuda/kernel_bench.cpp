@@ -1,0 +1,82 @@
+// Bandwidth of the CUDA decode kernels on Llama-3-8B-shaped weights: each matmul_rows case is
+// timed with CUDA events over many launches (weights rotated across enough copies to exceed the
+// L2), reported as weight bytes read per second against a device-to-device copy measured in the
+// same run (bytes read + written). Run by scripts/gpu-check; prints one table.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kernels.h"
+#include "quant/quant.h"
+
+using namespace loom::backend::cuda;
+using gguf::TensorType;
+
+namespace {
+
+float time_ms(int iters, const auto& fn) {
+  cudaEvent_t a, b;
+  LOOM_CUDA_CHECK(cudaEventCreate(&a));
+  LOOM_CUDA_CHECK(cudaEventCreate(&b));
+  fn(0);  // warm-up
+  LOOM_CUDA_CHECK(cudaEventRecord(a));
+  for (int i = 0; i < iters; ++i) fn(i);
+  LOOM_CUDA_CHECK(cudaEventRecord(b));
+  LOOM_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / iters;
+}
+
+}  // namespace
+
+int main() {
+  const size_t copy_bytes = size_t(2) << 30;
+  DeviceBuffer src(copy_bytes), dst(copy_bytes);
+  LOOM_CUDA_CHECK(cudaMemset(src.get(), 1, copy_bytes));
+  const float copy_ms = time_ms(10, [&](int) {
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice));
+  });
+  const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+  std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
+  std::printf("| %-6s | %-12s | %-4s | %-9s | %-9s | %-8s |\n", "type", "N x K", "rows", "us", "GB/s", "of copy");
+  std::printf("|--------|--------------|------|-----------|-----------|----------|\n");
+  struct Case { TensorType t; int64_t N, K; };
+  const Case cases[] = {{TensorType::Q4_K, 4096, 4096}, {TensorType::Q4_K, 14336, 4096}, {TensorType::Q6_K, 4096, 14336},
+                        {TensorType::Q4_K, 1024, 4096}, {TensorType::Q6_K, 128256, 4096}, {TensorType::Q8_0, 4096, 4096},
+                        {TensorType::Q5_0, 4096, 4096}, {TensorType::F16, 4096, 4096}};
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> nd;
+  for (const auto& c : cases) {
+    const size_t rb = loom::quant::row_size(c.t, c.K), bytes = rb * c.N;
+    const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));  // > L2 in rotation
+    std::vector<float> row(c.K);
+    std::vector<uint8_t> host(bytes);
+    for (int64_t n = 0; n < c.N; ++n) {
+      for (auto& x : row) x = nd(rng);
+      loom::quant::quantize_row(c.t, row.data(), host.data() + n * rb, c.K);
+    }
+    std::vector<DeviceBuffer> w;
+    for (int i = 0; i < copies; ++i) w.push_back(DeviceBuffer::of(host));
+    for (int rows : {1, 8}) {
+      std::vector<float> x(size_t(rows * c.K));
+      for (auto& v : x) v = nd(rng);
+      auto dx = DeviceBuffer::of(x);
+      DeviceBuffer dy(size_t(rows * c.N) * sizeof(float));
+      const float ms = time_ms(50, [&](int i) {
+        matmul_rows(c.t, w[i % copies].get<uint8_t>(), rb, c.N, c.K, dx.get<float>(), c.K, rows, dy.get<float>(), c.N,
+                    nullptr);
+      });
+      const double gbs = bytes / (ms * 1e-3) / 1e9;
+      std::printf("| %-6s | %5lld x %-5lld | %-4d | %9.1f | %9.0f | %7.0f%% |\n", std::string(gguf::type_name(c.t)).c_str(),
+                  (long long)c.N, (long long)c.K, rows, ms * 1e3, gbs, 100 * gbs / copy_gbs);
+    }
+  }
+  return 0;
+}
