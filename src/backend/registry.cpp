@@ -15,13 +15,14 @@ namespace loom::backend {
 namespace {
 struct Entry {
   const char* name;
+  const char* what;
   std::unique_ptr<Backend> (*make)();
 };
 const Entry kBackends[] = {
-    {"cpu", cpu::make_fast_backend},
-    {"cpu-ref", cpu::make_reference_backend},
+    {"cpu", "fast", cpu::make_fast_backend},
+    {"cpu-ref", "the reference interpreter", cpu::make_reference_backend},
 #ifdef LOOM_HAVE_CUDA
-    {"cuda", cuda::make_cuda_backend},
+    {"cuda", "NVIDIA GPU", cuda::make_cuda_backend},
 #endif
 };
 }  // namespace
@@ -30,6 +31,12 @@ std::vector<std::string> backend_names() {
   std::vector<std::string> names;
   for (const auto& e : kBackends) names.push_back(e.name);
   return names;
+}
+
+std::string backend_choices() {
+  std::string s;
+  for (const auto& e : kBackends) s += fmt::format("{}{} ({})", s.empty() ? "" : ", ", e.name, e.what);
+  return s;
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {

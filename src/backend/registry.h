@@ -1,5 +1,6 @@
 // Backends by name, for --backend flags: "cpu" is the fast CPU backend, "cpu-ref" the
-// reference interpreter (the yardstick). An unknown name is an error listing the known ones.
+// reference interpreter (the yardstick), "cuda" the GPU backend where nvcc built it. An
+// unknown name is an error listing the known ones.
 #pragma once
 #include <memory>
 #include <string>
@@ -11,5 +12,8 @@ namespace loom::backend {
 
 std::unique_ptr<Backend> make_backend(const std::string& name);
 std::vector<std::string> backend_names();
+// For --backend help texts: every backend of this build with what it is, e.g.
+// "cpu (fast), cpu-ref (the reference interpreter), cuda (NVIDIA GPU)".
+std::string backend_choices();
 
 }  // namespace loom::backend

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/registry.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "runtime/model_bundle.h"
@@ -83,7 +84,7 @@ const RegisterVerb reg("logits", [](CLI::App& root) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--out", a->out, "output file")->required();
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
-  cmd->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (the reference interpreter)")->capture_default_str();
+  cmd->add_option("--backend", a->backend, backend::backend_choices())->capture_default_str();
   cmd->add_option("--dump-dir", a->dump_dir,
                   "write every op's result as DIR/<value>.f32 (sets the schedule's dump_dir; the fast backend skips "
                   "matmul results)");

@@ -13,8 +13,8 @@ std::vector<VerbEntry>& verbs() {
 
 int main(int argc, char** argv) {
   // The banner names only verbs that exist; `loom --help` lists them all.
-  CLI::App app{"loom: port quantized GGUF models to .loom model programs, check them, and run, chat with and "
-               "benchmark them on the CPU"};
+  CLI::App app{"loom: port quantized GGUF models to .loom model programs, check them, and run, chat with, "
+               "serve and benchmark them on the CPU or an NVIDIA GPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("loom ") + LOOM_VERSION);
   auto& vs = loom::cli::verbs();

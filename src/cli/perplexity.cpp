@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/registry.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "runtime/model_bundle.h"
@@ -106,7 +107,7 @@ const RegisterVerb reg("perplexity", [](CLI::App& root) {
   cmd->add_option("--chunks", a->chunks, "at most this many chunks (-1: all)");
   cmd->add_option("--json", a->json, "also write the figures to this JSON file");
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
-  cmd->add_option("--backend", a->backend, "cpu (fast) or cpu-ref (the reference interpreter)")->capture_default_str();
+  cmd->add_option("--backend", a->backend, backend::backend_choices())->capture_default_str();
   cmd->callback([a] { run_perplexity(*a); });
 });
 
