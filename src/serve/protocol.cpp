@@ -123,6 +123,7 @@ Generation parse_generation(const json& o, const Limits& lim) {
     for (const auto& x : g.stop)
       if (x.empty()) bad("stop", "stop sequences must not be empty");
   }
+  g.ignore_eos = boolean(o, "ignore_eos", false);
   g.n = int32_t(integer(o, "n", 1, 1, lim.max_n));
   g.stream = boolean(o, "stream", false);
   if (const json* so = field(o, "stream_options")) {

@@ -40,6 +40,7 @@ struct Generation {
   bool seed_given = false;
   int32_t max_tokens = -1;        // -1: until the context is full
   std::vector<std::string> stop;
+  bool ignore_eos = false;        // llama-server's and vLLM's field: generate past end-of-generation tokens
   int32_t n = 1;
   bool stream = false, include_usage = false;
 };

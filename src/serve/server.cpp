@@ -276,6 +276,7 @@ void Server::generate(const std::string& body, bool chat, void* res_ptr) {
       r.sampling = gen.sampling;
       r.sampling.seed = gen.sampling.seed + uint64_t(i);
       r.max_tokens = gen.max_tokens;
+      r.ignore_eog = gen.ignore_eos;
       std::string refused;
       auto st = loop_->submit(std::move(r), refused);
       if (!st) throw ApiError(400, refused, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
