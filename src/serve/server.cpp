@@ -73,14 +73,17 @@ struct Server::Job {
     return {prompt_tokens, g, reused};
   }
 
-  // Moves every stream on by the events waiting (up to `wait` for the first); calls emit(i,
-  // text, finish_reason or nullptr) for what may be sent.
+  // Moves every stream on by the events already waiting, after waiting up to `wait` for the
+  // first one; calls emit(i, text, finish_reason or nullptr) for what may be sent. Only the first
+  // wait may block: a stream that keeps producing must not keep the caller from its writes (a
+  // failed write is how a client that left is noticed).
   template <typename Emit>
   void pump(std::chrono::milliseconds wait, Emit&& emit) {
     runtime::Event ev;
     for (size_t i = 0; i < streams.size(); ++i) {
       if (done[i]) continue;
-      while (streams[i]->next(ev, i == 0 ? wait : std::chrono::milliseconds(0))) {
+      while (streams[i]->next(ev, wait)) {
+        wait = std::chrono::milliseconds(0);
         if (ev.token >= 0) {
           ++generated[i];
           if (ttft < 0) ttft = seconds_since(start);
@@ -101,6 +104,7 @@ struct Server::Job {
         choices[i].text += text;
         if (!text.empty()) emit(i, text, nullptr);
       }
+      wait = std::chrono::milliseconds(0);
     }
     if ((Clock::now() > deadline || srv.expired_) && !finished()) {
       error = srv.expired_ ? "the server shut down before the request finished"
