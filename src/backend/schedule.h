@@ -5,7 +5,7 @@
 // both reject a schedule that sets a key the backend does not declare, or a value outside the
 // key's type or range, naming the setting's file:line:col; so a tuner's candidate can never
 // silently do nothing. A key is global (`threads = 2`) or per-op (`matmul(@blk*.w?) = {...}`,
-// `attention = {split = 2}`); per-op settings apply to ops of that opcode whose weight operand
+// `attention = {chunk = 128}`); per-op settings apply to ops of that opcode whose weight operand
 // matches the glob (every op of the opcode without a glob), the last matching entry winning.
 #pragma once
 #include <cstdint>

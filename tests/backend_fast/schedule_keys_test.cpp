@@ -184,13 +184,15 @@ TEST(FastScheduleKeys, PrefillRepack) {
   // per-block products in different orders, so the floats need not: the contract bounds both.
 }
 
-TEST(FastScheduleKeys, AttentionSplit) {
+TEST(FastScheduleKeys, AttentionChunk) {
   Fixture fx;
-  EXPECT_NE(fx.base_plan.find("decode split 0 (auto)"), std::string::npos) << fx.base_plan;
+  EXPECT_NE(fx.base_plan.find("kv chunk 256 (default)"), std::string::npos) << fx.base_plan;
   std::vector<float> got;
-  const std::string plan = fx.run_with({per_op("attention", "", "split", int64_t(2))}, &got);
-  EXPECT_NE(plan.find("decode split 2"), std::string::npos) << plan;
-  expect_within_contract(fx.ref, got, fx.sm.spec.V, "attention = {split = 2}");
+  // 4 positions per chunk: the 13 positions of the fixture's rows span up to 4 chunks, whose
+  // partial softmax sums and outputs are merged.
+  const std::string plan = fx.run_with({per_op("attention", "", "chunk", int64_t(4))}, &got);
+  EXPECT_NE(plan.find("kv chunk 4"), std::string::npos) << plan;
+  expect_within_contract(fx.ref, got, fx.sm.spec.V, "attention = {chunk = 4}");
 }
 
 TEST(FastScheduleKeys, DumpDirAndProfile) {
@@ -227,7 +229,7 @@ TEST(FastScheduleKeys, UnknownKeyAndOutOfRangeAreRejectedWithLocation) {
   fails("schedule { kernel = \"q4k_gemv_v2\" }", fmt::format("p.loom:{}:12: schedule: backend cpu has no key 'kernel'", line));
   fails("schedule { matmul(@blk*) = {split_k = 2} }", "has no key 'matmul setting split_k'");
   fails("schedule { threads = -1 }", fmt::format("p.loom:{}:12: schedule: threads must be an integer in [0, 1024], found -1", line));
-  fails("schedule { attention = {split = 1000} }", "attention setting split must be an integer in [0, 256]");
+  fails("schedule { attention = {chunk = 2000000} }", "attention setting chunk must be an integer in [0, 1048576]");
   fails("schedule { matmul = {layout = \"tiled\"} }", "must be one of \"packed\", \"rows\", found \"tiled\"");
   fails("schedule { isa = \"avx1024\" }", "isa must be one of");
 }

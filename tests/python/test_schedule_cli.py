@@ -22,9 +22,9 @@ def test_unknown_key_and_bad_value_name_line_and_column(loom_bin, tmp_path):
     r = run_loom(loom_bin, "check", "--backend", "cpu", prog, check=False)
     assert r.returncode != 0
     assert f"tiny.loom:{line}:12: schedule: backend cpu has no key 'kernel'" in r.stderr
-    _, prog, line = ported(loom_bin, tmp_path, "schedule { attention = {split = 999} }")
+    _, prog, line = ported(loom_bin, tmp_path, "schedule { attention = {chunk = 9999999} }")
     r = run_loom(loom_bin, "check", "--backend", "cpu", prog, check=False)
-    assert f"tiny.loom:{line}:25: schedule: attention setting split must be an integer in [0, 256], found 999" in r.stderr
+    assert f"tiny.loom:{line}:25: schedule: attention setting chunk must be an integer in [0, 1048576], found 9999999" in r.stderr
     # Without --backend the schedule's keys are the backends' business: the program verifies.
     run_loom(loom_bin, "check", prog)
 
@@ -33,7 +33,7 @@ def test_keys_list_every_declared_key(loom_bin, tmp_path):
     _, prog, _ = ported(loom_bin, tmp_path)
     out = run_loom(loom_bin, "check", "--backend", "cpu", "--keys", prog).stdout
     for key in ["threads", "isa", "huge_pages", "matmul_group_lookback", "matmul_group_parts", "dump_dir", "profile",
-                "matmul(@glob) = {layout", "matmul(@glob) = {prefill_repack", "attention = {split"]:
+                "matmul(@glob) = {layout", "matmul(@glob) = {prefill_repack", "attention = {chunk"]:
         assert key in out, key
     ref = run_loom(loom_bin, "check", "--backend", "cpu-ref", "--keys", prog).stdout
     assert "threads" in ref and "dump_dir" in ref and "layout" not in ref
@@ -42,12 +42,12 @@ def test_keys_list_every_declared_key(loom_bin, tmp_path):
 def test_explain_shows_each_choice(loom_bin, tmp_path):
     g, prog, _ = ported(loom_bin, tmp_path)
     base = run_loom(loom_bin, "check", "--explain", "--gguf", g, prog).stdout
-    assert "decode split 0 (auto)" in base and "grouped with" in base
-    g, prog, _ = ported(loom_bin, tmp_path, 'schedule { attention = {split = 2}, matmul_group_lookback = 0, '
+    assert "kv chunk 256 (default)" in base and "grouped with" in base
+    g, prog, _ = ported(loom_bin, tmp_path, 'schedule { attention = {chunk = 64}, matmul_group_lookback = 0, '
                                             'matmul(@blk0.*) = {layout = "rows"} }')
     prog.write_text(prog.read_text().replace("threads = 0", "threads = 1"))  # the porter writes threads = 0
     out = run_loom(loom_bin, "check", "--backend", "cpu", "--explain", "--gguf", g, prog).stdout
-    assert "decode split 2" in out and "grouped with" not in out
+    assert "kv chunk 64" in out and "kv chunk 64 (" not in out and "grouped with" not in out
     assert re.search(r"backend cpu: threads 1,", out)
     for line in out.splitlines():
         if "x @blk0." in line:

@@ -3,11 +3,27 @@
 // over the keys of the query's sequence at positions p ≤ q (and q - p < window when window >
 // 0); out = Σ w_j v_j. This step's keys and values are written into the cache first.
 //
-// Prefill (AVX-512 builds, 8+ rows) runs here in blocks of 16 query rows of one sequence per kv
-// head; every other step goes to attention_decode.cpp (split over the KV range). Rows are read
-// through kv_rows.h (contiguous runs within the cache's blocks); elements through kv_elem.h.
+// One kernel for every step, prefill chunks and decode tokens alike, and batch-invariant: a
+// row's result is the same bits whichever rows share its step (a request served alone or in a
+// batch, its prompt in one chunk or several, after a prefix-cache hit or not). Every choice
+// that could change a row's arithmetic depends only on the row's own position:
+//   - the KV range is cut into chunks at multiples of `chunk` absolute positions (split-K);
+//   - pass 1, per chunk: scores s_j = q·k_j (softcapped, scaled), the chunk's max m_c and
+//     l_c = Σ exp(s_j - m_c) over the row's part of the chunk;
+//   - pass 2, per chunk: M = max_c m_c, S = Σ_c l_c·exp(m_c - M) over the row's chunks in order,
+//     w_j = exp(s_j - M) / S (rounded to f16 with an f16 cache, as llama.cpp rounds the
+//     normalized weights), and the chunk's partial Σ w_j v_j in ascending j;
+//   - merge: the row's partial outputs summed in chunk order.
+// What does depend on the batch is only how work is shared: up to 16 consecutive rows of one
+// sequence form a block whose query heads (rows × heads of a kv head) read each key and value
+// row once; keys outside a row's range are masked out of its sums, never added as zeros. Many
+// blocks: one task per (block, kv head) with its buffers in thread scratch; few (decode): the
+// chunks are tasks of their own, so one sequence's KV range is streamed by every thread.
+//
+// The kernels read 16 keys at a time: the 16 dot products of a head are reduced together by a
+// transpose-add tree (no horizontal sum per key), values accumulate in registers. Rows are
+// read through kv_rows.h (contiguous runs within the cache's blocks), elements via kv_elem.h.
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -22,189 +38,377 @@ namespace loom::backend::cpu::fast {
 
 namespace {
 
+constexpr int32_t kDefaultChunk = 256;  // positions per split-K chunk (schedule: attention = {chunk})
+constexpr int64_t kBlockRows = 16;      // rows of one sequence sharing each key and value read
+
+// One task's view: `heads` query vectors (rows × query heads of one kv head) over one kv head.
+struct Geometry {
+  KvElem elem;
+  int64_t hd, vd, heads;
+  size_t k_stride, v_stride;  // bytes per cached row
+};
+
+// Each head's active keys within a run of `count` rows: [from[h], to[h]), 0 ≤ from ≤ to ≤ count.
+struct HeadRanges {
+  const int32_t* from;
+  const int32_t* to;
+};
+
+// ---- scalar kernels (every build; every head width) ----
+
+void scores_scalar(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
+                   int64_t ld, float* row) {
+  for (int64_t i = 0; i < count; ++i) {
+    kv_row_to_f32(G.elem, rows + size_t(i) * stride, row, G.hd);
+    for (int64_t h = 0; h < G.heads; ++h) {
+      float s = 0.f;
+      for (int64_t d = 0; d < G.hd; ++d) s += q[h * G.hd + d] * row[d];
+      sc[h * ld + i] = s;
+    }
+  }
+}
+
+void values_scalar(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                   float* acc, float* row, HeadRanges r) {
+  for (int64_t i = 0; i < count; ++i) {
+    kv_row_to_f32(G.elem, rows + size_t(i) * stride, row, G.vd);
+    for (int64_t h = 0; h < G.heads; ++h) {
+      if (i < r.from[h] || i >= r.to[h]) continue;
+      const float wh = w[h * ld + i];
+      for (int64_t d = 0; d < G.vd; ++d) acc[h * G.vd + d] += wh * row[d];
+    }
+  }
+}
+
 #if defined(__AVX512F__)
-constexpr int64_t kBlockRows = 16;  // query rows of one sequence per prefill task: one zmm lane each
 
-// out[i][0, 16 NC) = sum over keys j of row i's range [lo[i], hi[i]] of w[j][r0 + i] * v[j], for
-// R rows of a block and 16 NC value columns in registers: each value vector loaded feeds R rows'
-// FMAs (a loop row by row streamed every value row of the block from L2 once per row). Keys run
-// in ascending order for every row, as a single-row loop would add them: the row's own prefix,
-// the range all R rows share, then its own suffix; keys outside a row's range are never read.
-template <int R, int NC>
-void values_tile(const float* sc, const float* vf, int64_t vd, const int32_t* lo, const int32_t* hi, int32_t kmin,
-                 int64_t r0, float* out, int64_t out_stride) {
-  int32_t clo = lo[0], chi = hi[0];
-  for (int i = 1; i < R; ++i) clo = std::max(clo, lo[i]), chi = std::min(chi, hi[i]);
-  const bool shared = clo <= chi;
-  __m512 acc[R][NC];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int u = 0; u < NC; ++u) acc[i][u] = _mm512_setzero_ps();
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i)
-    for (int32_t j = lo[i], je = shared ? clo : hi[i] + 1; j < je; ++j) {
-      const __m512 w = _mm512_set1_ps(sc[int64_t(j - kmin) * kBlockRows + r0 + i]);
-#pragma GCC unroll 4
-      for (int u = 0; u < NC; ++u) acc[i][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vf + int64_t(j - kmin) * vd + 16 * u), acc[i][u]);
-    }
-  if (shared)
-    for (int32_t j = clo; j <= chi; ++j) {
-      const float* v = vf + int64_t(j - kmin) * vd;
-      const float* wr = sc + int64_t(j - kmin) * kBlockRows + r0;
-      __m512 x[NC];
-#pragma GCC unroll 4
-      for (int u = 0; u < NC; ++u) x[u] = _mm512_loadu_ps(v + 16 * u);
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-        const __m512 w = _mm512_set1_ps(wr[i]);
-#pragma GCC unroll 4
-        for (int u = 0; u < NC; ++u) acc[i][u] = _mm512_fmadd_ps(w, x[u], acc[i][u]);
-      }
-    }
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) {
-    if (shared)
-      for (int32_t j = chi + 1; j <= hi[i]; ++j) {
-        const __m512 w = _mm512_set1_ps(sc[int64_t(j - kmin) * kBlockRows + r0 + i]);
-#pragma GCC unroll 4
-        for (int u = 0; u < NC; ++u) acc[i][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vf + int64_t(j - kmin) * vd + 16 * u), acc[i][u]);
-      }
-#pragma GCC unroll 4
-    for (int u = 0; u < NC; ++u) _mm512_storeu_ps(out + i * out_stride + 16 * u, acc[i][u]);
+// 16 columns [c, c + 16) of a cached row (c a multiple of 16) as f32.
+template <KvElem E>
+inline __m512 load16(const uint8_t* row, int64_t c) {
+  if constexpr (E == KvElem::f32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (E == KvElem::f16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + c)));
+  } else {
+    const auto* b = reinterpret_cast<const loom::quant::BlockQ8_0*>(row) + c / 32;
+    const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + c % 32)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(b->d)));
   }
 }
 
-// values_tile for rows r0 .. r0 + R - 1 over all vd columns, 64 at a time.
-template <int R>
-void values_rows(const float* sc, const float* vf, int64_t vd, const int32_t* lo, const int32_t* hi, int32_t kmin,
-                 int64_t r0, float* out, int64_t out_stride) {
+// r[i] = Σ lanes of v[i], for 16 vectors: pairs of vectors are folded into one by adding their
+// halves, four times (15 shuffle pairs and adds for 16 sums).
+inline __m512 reduce16_unordered(const __m512* v) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i)
+    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int i = 0; i < 4; ++i)
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int i = 0; i < 2; ++i)
+    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The tree leaves the sums in a fixed lane order; this permutation puts sum i in lane i.
+inline __m512i reduce16_order() {
+  static const __m512i order = [] {
+    __m512 v[16];
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_set1_ps(float(i));
+    alignas(64) float lane[16];
+    _mm512_store_ps(lane, reduce16_unordered(v));
+    alignas(64) int32_t idx[16];
+    for (int l = 0; l < 16; ++l) idx[int(lane[l] / 16.0f)] = l;
+    return _mm512_load_si512(idx);
+  }();
+  return order;
+}
+
+// sc[h * ld + i] = q_h · k_i for the run's rows, 16 keys at a time. ND = head_dim / 16. A
+// score's arithmetic depends only on q_h and k_i (the tree reduces each vector on its own):
+// a0 = q[0:16]·k[0:16] lane-wise, then the even 16-blocks FMA'd into a0 and the odd into a1,
+// a0 + a1, and the lanes summed by reduce16. The 16 keys are converted to f32 once; each head
+// keeps its 16 partial vectors in registers.
+template <KvElem E, int ND>
+void scores_avx512(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
+                   int64_t ld) {
+  alignas(64) float kt[16][16 * ND];
+  const __m512i order = reduce16_order();
+  for (int64_t i0 = 0; i0 < count; i0 += 16) {
+    const int64_t nk = std::min<int64_t>(16, count - i0);
+    for (int64_t u = 0; u < 16; ++u)
+      for (int d = 0; d < ND; ++d)
+        _mm512_store_ps(kt[u] + 16 * d, u < nk ? load16<E>(rows + size_t(i0 + u) * stride, 16 * d) : _mm512_setzero_ps());
+    const __mmask16 m = __mmask16((1u << nk) - 1);
+    for (int64_t h = 0; h < G.heads; ++h) {
+      const float* qh = q + h * (16 * ND);
+      __m512 t[16];
+#pragma GCC unroll 16
+      for (int u = 0; u < 16; ++u) {
+        __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_load_ps(kt[u])), a1 = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int d = 1; d < ND; ++d) {
+          if (d % 2) a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * d), _mm512_load_ps(kt[u] + 16 * d), a1);
+          else a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * d), _mm512_load_ps(kt[u] + 16 * d), a0);
+        }
+        t[u] = _mm512_add_ps(a0, a1);
+      }
+      _mm512_mask_storeu_ps(sc + h * ld + i0, m, _mm512_permutexvar_ps(order, reduce16_unordered(t)));
+    }
+  }
+}
+
+// acc[h][c0 + ...] += Σ_i w[h * ld + i] v_i for NH heads from h0 and NC·16 columns from c0, in
+// ascending i over each head's range. Full: every head's range is the whole run. Otherwise a
+// key outside a head's range leaves its accumulators untouched (a masked FMA): adding
+// 0 · v_i instead would turn an infinite v_i into NaN and a -0 sum into +0.
+template <KvElem E, int NC, int NH, bool Full>
+void values_tile(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                 float* acc, int64_t h0, int64_t c0, HeadRanges r) {
+  int64_t i_lo = count, i_hi = 0;
+  for (int h = 0; h < NH; ++h) i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
+  if (i_lo >= i_hi) return;
+  __m512 a[NH][NC];
+  for (int h = 0; h < NH; ++h)
+    for (int c = 0; c < NC; ++c) a[h][c] = _mm512_loadu_ps(acc + (h0 + h) * G.vd + c0 + 16 * c);
+  for (int64_t i = i_lo; i < i_hi; ++i) {
+    const uint8_t* row = rows + size_t(i) * stride;
+    __m512 v[NC];
+    for (int c = 0; c < NC; ++c) v[c] = load16<E>(row, c0 + 16 * c);
+    for (int h = 0; h < NH; ++h) {
+      const __m512 wh = _mm512_set1_ps(w[(h0 + h) * ld + i]);
+      if constexpr (Full) {
+        for (int c = 0; c < NC; ++c) a[h][c] = _mm512_fmadd_ps(wh, v[c], a[h][c]);
+      } else {
+        const __mmask16 on = (i >= r.from[h0 + h] && i < r.to[h0 + h]) ? __mmask16(0xFFFF) : __mmask16(0);
+        for (int c = 0; c < NC; ++c) a[h][c] = _mm512_mask3_fmadd_ps(wh, v[c], a[h][c], on);
+      }
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(acc + (h0 + h) * G.vd + c0 + 16 * c, a[h][c]);
+}
+
+template <KvElem E, int NC, int NH>
+void values_heads(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                  float* acc, int64_t h0, int64_t c0, HeadRanges r) {
+  bool full = true;
+  for (int h = 0; h < NH; ++h) full = full && r.from[h0 + h] == 0 && r.to[h0 + h] == count;
+  if (full) values_tile<E, NC, NH, true>(G, rows, stride, count, w, ld, acc, h0, c0, r);
+  else values_tile<E, NC, NH, false>(G, rows, stride, count, w, ld, acc, h0, c0, r);
+}
+
+template <KvElem E, int NC>
+void values_cols(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                 float* acc, int64_t c0, HeadRanges r) {
+  // Accumulators NH x NC plus the row's NC vectors stay within the 32 registers.
+  constexpr int kHeads = NC >= 8 ? 2 : 4;
+  int64_t h = 0;
+  for (; h + kHeads <= G.heads; h += kHeads) values_heads<E, NC, kHeads>(G, rows, stride, count, w, ld, acc, h, c0, r);
+  for (; h + 2 <= G.heads; h += 2) values_heads<E, NC, 2>(G, rows, stride, count, w, ld, acc, h, c0, r);
+  for (; h < G.heads; ++h) values_heads<E, NC, 1>(G, rows, stride, count, w, ld, acc, h, c0, r);
+}
+
+template <KvElem E>
+void values_avx512(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                   float* acc, HeadRanges r) {
   int64_t c = 0;
-  for (; c + 64 <= vd; c += 64) values_tile<R, 4>(sc, vf + c, vd, lo, hi, kmin, r0, out + c, out_stride);
-  switch ((vd - c) / 16) {
-    case 1: values_tile<R, 1>(sc, vf + c, vd, lo, hi, kmin, r0, out + c, out_stride); break;
-    case 2: values_tile<R, 2>(sc, vf + c, vd, lo, hi, kmin, r0, out + c, out_stride); break;
-    case 3: values_tile<R, 3>(sc, vf + c, vd, lo, hi, kmin, r0, out + c, out_stride); break;
-    default: break;
-  }
+  for (; c + 128 <= G.vd; c += 128) values_cols<E, 8>(G, rows, stride, count, w, ld, acc, c, r);
+  for (; c + 64 <= G.vd; c += 64) values_cols<E, 4>(G, rows, stride, count, w, ld, acc, c, r);
+  for (; c + 16 <= G.vd; c += 16) values_cols<E, 1>(G, rows, stride, count, w, ld, acc, c, r);
 }
 
-// Prefill attention of rows [t0, t1) (one sequence, at most 16 rows) for kv head g: the keys
-// and values of the rows' union range are converted to f32 once, then for each query head of
-// the group the scores of all 16 rows against a key are one vector (queries transposed, so
-// no horizontal sums), softmax runs lane-wise, and each row's output accumulates in registers.
-void attend_block(const AttentionSpec& a, Exec& e, const float* q, float* out, int64_t t0, int64_t t1, int64_t g,
-                  int thread) {
-  const HostKvView& kv = e.kv;
-  const KvElem elem = kv.elem();
-  const int64_t hd = a.head_dim, vd = a.value_dim, rows = t1 - t0;
-  const int64_t kw = a.n_kv * hd, vw = a.n_kv * vd, qw = a.n_head * hd, ow = a.n_head * vd;
-  const int32_t sq = e.batch.seq(t0);
-  alignas(64) int32_t lo[kBlockRows], hi[kBlockRows];
-  int32_t kmin = INT32_MAX, kmax = 0;
-  for (int64_t r = 0; r < kBlockRows; ++r) {
-    if (r < rows) {
-      hi[r] = e.positions[t0 + r];
-      lo[r] = a.window > 0 ? int32_t(std::max<int64_t>(0, int64_t(hi[r]) - a.window + 1)) : 0;
-      kmin = std::min(kmin, lo[r]);
-      kmax = std::max(kmax, hi[r]);
-    } else {
-      lo[r] = 1;
-      hi[r] = 0;  // empty range: padding lane
-    }
-  }
-  const int64_t n = kmax - kmin + 1;
-  float* kf = e.scratch_for(thread, size_t(n * (hd + vd + kBlockRows) + hd * kBlockRows + 64));
-  float* vf = kf + n * hd;
-  float* sc = vf + n * vd;               // [n][16]
-  float* qt = sc + n * kBlockRows;       // [hd][16]
-  KvRows keys{kv, a.layer, sq, false, kv_row_bytes(elem, kw)}, vals{kv, a.layer, sq, true, kv_row_bytes(elem, vw)};
-  const size_t k_head = kv_row_bytes(elem, g * hd), v_head = kv_row_bytes(elem, g * vd);
-  keys.runs(kmin, kmax + 1, [&](int32_t p0, const uint8_t* r, int64_t count) {
-    for (int64_t i = 0; i < count; ++i)
-      kv_row_to_f32(elem, r + size_t(i) * keys.stride + k_head, kf + (p0 - kmin + i) * hd, hd);
-  });
-  vals.runs(kmin, kmax + 1, [&](int32_t p0, const uint8_t* r, int64_t count) {
-    for (int64_t i = 0; i < count; ++i)
-      kv_row_to_f32(elem, r + size_t(i) * vals.stride + v_head, vf + (p0 - kmin + i) * vd, vd);
-  });
-  std::vector<float> qr(elem == KvElem::q8_0 ? size_t(hd) : 0);
-  const __m512i vlo = _mm512_load_si512(lo), vhi = _mm512_load_si512(hi);
-  const __m512 vscale = _mm512_set1_ps(a.scale);
-  const int64_t group = a.n_head / a.n_kv;
-  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-    for (int64_t d = 0; d < hd; ++d)
-      for (int64_t r = 0; r < kBlockRows; ++r) qt[d * kBlockRows + r] = r < rows ? q[(t0 + r) * qw + h * hd + d] : 0.f;
-    if (elem == KvElem::f16) round_f16(qt, hd * kBlockRows);
-    if (elem == KvElem::q8_0)  // quantized per row and head, over the head's 32-element blocks
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t d = 0; d < hd; ++d) qr[d] = qt[d * kBlockRows + r];
-        round_q8_0(qr.data(), hd);
-        for (int64_t d = 0; d < hd; ++d) qt[d * kBlockRows + r] = qr[d];
-      }
-    // Scores, 8 keys at a time for independent FMA chains.
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-      __m512 acc[8];
-      for (int u = 0; u < 8; ++u) acc[u] = _mm512_setzero_ps();
-      for (int64_t d = 0; d < hd; ++d) {
-        const __m512 qd = _mm512_loadu_ps(qt + d * kBlockRows);
-        for (int u = 0; u < 8; ++u) acc[u] = _mm512_fmadd_ps(qd, _mm512_set1_ps(kf[(j + u) * hd + d]), acc[u]);
-      }
-      for (int u = 0; u < 8; ++u) _mm512_storeu_ps(sc + (j + u) * kBlockRows, acc[u]);
-    }
-    for (; j < n; ++j) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int64_t d = 0; d < hd; ++d) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * kBlockRows), _mm512_set1_ps(kf[j * hd + d]), acc);
-      _mm512_storeu_ps(sc + j * kBlockRows, acc);
-    }
-    // Lane-wise masked softmax over the keys.
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (j = 0; j < n; ++j) {
-      __m512 v = _mm512_loadu_ps(sc + j * kBlockRows);
-      if (a.softcap > 0) {
-        const __m512 x = _mm512_mul_ps(v, _mm512_set1_ps(1.0f / a.softcap));
-        const __m512 t = _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f),
-                                       _mm512_add_ps(exp512(_mm512_add_ps(x, x)), _mm512_set1_ps(1.0f))));
-        v = _mm512_mul_ps(t, _mm512_set1_ps(a.softcap));
-      }
-      v = _mm512_mul_ps(v, vscale);
-      const __m512i kp = _mm512_set1_epi32(kmin + int32_t(j));
-      const __mmask16 m = _mm512_cmple_epi32_mask(vlo, kp) & _mm512_cmpge_epi32_mask(vhi, kp);
-      v = _mm512_mask_blend_ps(m, _mm512_set1_ps(-INFINITY), v);
-      _mm512_storeu_ps(sc + j * kBlockRows, v);
-      mx = _mm512_max_ps(mx, v);
-    }
-    mx = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), mx, _mm512_setzero_ps());
-    __m512 sum = _mm512_setzero_ps();
-    for (j = 0; j < n; ++j) {
-      const __m512 v = _mm512_loadu_ps(sc + j * kBlockRows);
-      const __mmask16 live = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-      const __m512 w = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(v, mx)));
-      _mm512_storeu_ps(sc + j * kBlockRows, w);
-      sum = _mm512_add_ps(sum, w);
-    }
-    // Normalized weights (rounded to f16 with an f16 cache, see round_f16).
-    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
-    for (j = 0; j < n; ++j) {
-      __m512 w = _mm512_mul_ps(_mm512_loadu_ps(sc + j * kBlockRows), inv);
-      if (elem == KvElem::f16) w = _mm512_cvtph_ps(_mm512_cvtps_ph(w, _MM_FROUND_TO_NEAREST_INT));
-      _mm512_storeu_ps(sc + j * kBlockRows, w);
-    }
-    // Weighted values, 4 rows x 64 output columns in registers at a time (values_tile).
-    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-      const int64_t nr = std::min<int64_t>(4, rows - r0);
-      float* o = out + (t0 + r0) * ow + h * vd;
-      switch (nr) {
-        case 1: values_rows<1>(sc, vf, vd, lo + r0, hi + r0, kmin, r0, o, ow); break;
-        case 2: values_rows<2>(sc, vf, vd, lo + r0, hi + r0, kmin, r0, o, ow); break;
-        case 3: values_rows<3>(sc, vf, vd, lo + r0, hi + r0, kmin, r0, o, ow); break;
-        default: values_rows<4>(sc, vf, vd, lo + r0, hi + r0, kmin, r0, o, ow); break;
-      }
-    }
+template <KvElem E>
+bool scores_avx512_dispatch(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
+                            float* sc, int64_t ld) {
+  switch (G.hd) {
+    case 32: scores_avx512<E, 2>(G, q, rows, stride, count, sc, ld); return true;
+    case 64: scores_avx512<E, 4>(G, q, rows, stride, count, sc, ld); return true;
+    case 128: scores_avx512<E, 8>(G, q, rows, stride, count, sc, ld); return true;
+    case 256: scores_avx512<E, 16>(G, q, rows, stride, count, sc, ld); return true;
+    default: return false;
   }
 }
 #endif
+
+void scores_run(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
+                int64_t ld, float* row) {
+#if defined(__AVX512F__)
+  switch (G.elem) {
+    case KvElem::f32: if (scores_avx512_dispatch<KvElem::f32>(G, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::f16: if (scores_avx512_dispatch<KvElem::f16>(G, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::q8_0: if (scores_avx512_dispatch<KvElem::q8_0>(G, q, rows, stride, count, sc, ld)) return; break;
+  }
+#endif
+  scores_scalar(G, q, rows, stride, count, sc, ld, row);
+}
+
+void values_run(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                float* acc, float* row, HeadRanges r) {
+#if defined(__AVX512F__)
+  if (G.vd % 16 == 0) {
+    switch (G.elem) {
+      case KvElem::f32: return values_avx512<KvElem::f32>(G, rows, stride, count, w, ld, acc, r);
+      case KvElem::f16: return values_avx512<KvElem::f16>(G, rows, stride, count, w, ld, acc, r);
+      case KvElem::q8_0: return values_avx512<KvElem::q8_0>(G, rows, stride, count, w, ld, acc, r);
+    }
+  }
+#endif
+  values_scalar(G, rows, stride, count, w, ld, acc, row, r);
+}
+
+// A block of rows [t0, t0 + rows) of one sequence and one kv head: a task's queries.
+struct Pair {
+  int64_t t0, rows, g;
+  int32_t lo, hi;        // the union of the rows' key ranges [lo, hi)
+  int64_t first_chunk;   // index of its first chunk in the chunk list
+  int64_t n_chunks;
+  size_t scores, stats, partials;  // its places in the buffers shared by the decode passes
+};
+
+struct Chunk {
+  int64_t pair;
+  int32_t lo, hi;
+  size_t stats;          // offset of its m_c[heads], l_c[heads] in the pair's stats
+  size_t partial;        // offset of its [heads][vd] partial output in the pair's partials
+};
+
+// Everything about one step's attention call that the tasks share.
+struct Job {
+  const AttentionSpec& a;
+  Exec& e;
+  const float* q;
+  float* out;
+  Geometry G;            // heads: per row (the group); a pair's geometry multiplies it by rows
+  int64_t group, qw, ow;
+  std::vector<int32_t> lo, hi;  // each row's key range [lo, hi)
+  std::vector<Pair> pairs;
+  std::vector<Chunk> chunks;
+  size_t score_floats = 0, stats_floats = 0, partial_floats = 0;  // the decode passes' shared buffers
+
+  Geometry geometry(const Pair& pr) const {
+    Geometry g = G;
+    g.heads = pr.rows * group;
+    return g;
+  }
+  // Row t's part of chunk c: [from, to), empty when from >= to.
+  int32_t from(const Chunk& c, int64_t t) const { return std::max(c.lo, lo[size_t(t)]); }
+  int32_t to(const Chunk& c, int64_t t) const { return std::min(c.hi, hi[size_t(t)]); }
+
+  // The pair's query heads (row-major: row r's head h is r * group + h), rounded as the
+  // cache's element type requires (kv_elem.h).
+  void pack_queries(const Pair& pr, float* qh) const {
+    for (int64_t r = 0; r < pr.rows; ++r) {
+      float* dst = qh + r * group * G.hd;
+      std::memcpy(dst, q + (pr.t0 + r) * qw + pr.g * group * G.hd, size_t(group * G.hd) * sizeof(float));
+      if (G.elem == KvElem::f16) round_f16(dst, group * G.hd);
+      if (G.elem == KvElem::q8_0)
+        for (int64_t h = 0; h < group; ++h) round_q8_0(dst + h * G.hd, G.hd);
+    }
+  }
+
+  // Pass 1 for chunk ci: scores of every head over the chunk's keys into sc ([heads][ld],
+  // column 0 = position pr.lo), then each row's softcap, scale, max and exp-sum over its part.
+  void scores(int64_t ci, const float* qh, float* sc, int64_t ld, float* st, float* row) const {
+    const Chunk& c = chunks[size_t(ci)];
+    const Pair& pr = pairs[size_t(c.pair)];
+    const Geometry PG = geometry(pr);
+    KvRows keys{e.kv, a.layer, e.batch.seq(pr.t0), false, G.k_stride};
+    const size_t k_head = kv_row_bytes(G.elem, pr.g * G.hd);
+    keys.runs(c.lo, c.hi, [&](int32_t p0, const uint8_t* rows, int64_t count) {
+      scores_run(PG, qh, rows + k_head, G.k_stride, count, sc + (p0 - pr.lo), ld, row);
+    });
+    for (int64_t r = 0; r < pr.rows; ++r) {
+      const int32_t f = from(c, pr.t0 + r), t = to(c, pr.t0 + r);
+      for (int64_t h = r * group; h < (r + 1) * group; ++h) {
+        st[h] = -INFINITY;
+        st[PG.heads + h] = 0.f;
+        if (f >= t) continue;
+        float* s = sc + h * ld + (f - pr.lo);
+        const int64_t n = t - f;
+        if (a.softcap > 0)
+          for (int64_t j = 0; j < n; ++j) s[j] = std::tanh(s[j] / a.softcap) * a.softcap;
+        st[h] = scale_max(s, n, a.scale);
+        st[PG.heads + h] = float(exp_sum(s, n, st[h]));
+      }
+    }
+  }
+
+  // Pass 2 for chunk ci: each row's weights over its part (from the max and sum over all its
+  // chunks, in chunk order; stats: the pair's) and the chunk's Σ w v into acc ([heads][vd],
+  // zeroed here). ranges: room for 2 ints per head. vbuf (optional, room for the chunk's
+  // [positions][vd]): the chunk's value rows converted to f32 once for all heads (the same
+  // values the kernels would convert on every read), when many heads share them.
+  void values(int64_t ci, float* sc, int64_t ld, const float* stats, float* acc, float* row, int32_t* ranges,
+              float* vbuf) const {
+    const Chunk& c = chunks[size_t(ci)];
+    const Pair& pr = pairs[size_t(c.pair)];
+    const Geometry PG = geometry(pr);
+    for (int64_t r = 0; r < pr.rows; ++r) {
+      const int32_t f = from(c, pr.t0 + r), t = to(c, pr.t0 + r);
+      if (f >= t) continue;
+      for (int64_t h = r * group; h < (r + 1) * group; ++h) {
+        float mx = -INFINITY;
+        for (int64_t k = pr.first_chunk; k < pr.first_chunk + pr.n_chunks; ++k)
+          if (from(chunks[size_t(k)], pr.t0 + r) < to(chunks[size_t(k)], pr.t0 + r))
+            mx = std::max(mx, stats[chunks[size_t(k)].stats + size_t(h)]);
+        double sum = 0.0;
+        for (int64_t k = pr.first_chunk; k < pr.first_chunk + pr.n_chunks; ++k) {
+          const Chunk& ck = chunks[size_t(k)];
+          if (from(ck, pr.t0 + r) >= to(ck, pr.t0 + r)) continue;
+          const float* st = stats + ck.stats;
+          sum += double(st[PG.heads + h]) * std::exp(double(st[h]) - double(mx));
+        }
+        softmax_weights(sc + h * ld + (f - pr.lo), t - f, mx, float(1.0 / sum), G.elem == KvElem::f16);
+      }
+    }
+    std::memset(acc, 0, size_t(PG.heads * G.vd) * sizeof(float));
+    int32_t* rf = ranges;
+    int32_t* rt = ranges + PG.heads;
+    KvRows vals{e.kv, a.layer, e.batch.seq(pr.t0), true, G.v_stride};
+    const size_t v_head = kv_row_bytes(G.elem, pr.g * G.vd);
+    vals.runs(c.lo, c.hi, [&](int32_t p0, const uint8_t* rows, int64_t count) {
+      for (int64_t r = 0; r < pr.rows; ++r) {
+        const int32_t f = std::clamp<int32_t>(from(c, pr.t0 + r) - p0, 0, int32_t(count));
+        const int32_t t = std::clamp<int32_t>(to(c, pr.t0 + r) - p0, 0, int32_t(count));
+        for (int64_t h = r * group; h < (r + 1) * group; ++h) rf[h] = f, rt[h] = std::max(f, t);
+      }
+      if (!vbuf) return values_run(PG, rows + v_head, G.v_stride, count, sc + (p0 - pr.lo), ld, acc, row, {rf, rt});
+      for (int64_t i = 0; i < count; ++i) kv_row_to_f32(G.elem, rows + size_t(i) * G.v_stride + v_head, vbuf + i * G.vd, G.vd);
+      Geometry F = PG;
+      F.elem = KvElem::f32;
+      values_run(F, reinterpret_cast<const uint8_t*>(vbuf), size_t(G.vd) * sizeof(float), count, sc + (p0 - pr.lo), ld,
+                 acc, row, {rf, rt});
+    });
+  }
+
+  // out rows of the pair = Σ over each row's chunks, in order, of their partials (the pair's).
+  void merge(const Pair& pr, const float* partials) const {
+    for (int64_t r = 0; r < pr.rows; ++r) {
+      float* o = out + (pr.t0 + r) * ow + pr.g * group * G.vd;
+      bool first = true;
+      for (int64_t k = pr.first_chunk; k < pr.first_chunk + pr.n_chunks; ++k) {
+        const Chunk& ck = chunks[size_t(k)];
+        if (from(ck, pr.t0 + r) >= to(ck, pr.t0 + r)) continue;
+        const float* p = partials + ck.partial + size_t(r * group * G.vd);
+        if (first) std::memcpy(o, p, size_t(group * G.vd) * sizeof(float));
+        else
+          for (int64_t i = 0; i < group * G.vd; ++i) o[i] += p[i];
+        first = false;
+      }
+    }
+  }
+
+  // Writes the single-chunk pair's acc ([heads][vd]) to its rows' outputs.
+  void write(const Pair& pr, const float* acc) const {
+    for (int64_t r = 0; r < pr.rows; ++r)
+      std::memcpy(out + (pr.t0 + r) * ow + pr.g * group * G.vd, acc + r * group * G.vd,
+                  size_t(group * G.vd) * sizeof(float));
+  }
+};
 
 }  // namespace
 
@@ -231,28 +435,103 @@ void run_attention(const Step& s, Exec& e) {
     }
   });
 
-#if defined(__AVX512F__)
-  // Prefill: blocks of up to 16 consecutive rows of one sequence.
-  if (T >= 8 && a.head_dim % 16 == 0 && a.value_dim % 16 == 0) {
-    std::vector<std::pair<int64_t, int64_t>> blocks;
-    for (int64_t t = 0; t < T;) {
-      int64_t u = t + 1;
-      while (u < T && u - t < kBlockRows && e.batch.seq(u) == e.batch.seq(t)) ++u;
-      blocks.push_back({t, u});
-      t = u;
-    }
-    // A step of many sequences' decode tokens (continuous batching) has blocks of one row,
-    // which would use one lane of 16: those go row by row below.
-    if (int64_t(blocks.size()) * 4 <= T) {
-      e.pool.for_each(int64_t(blocks.size()) * a.n_kv, [&](int64_t task, int thread) {
-        const auto [t0, t1] = blocks[task / a.n_kv];
-        attend_block(a, e, q, out, t0, t1, task % a.n_kv, thread);
-      });
-      return;
-    }
+  const int64_t group = a.n_head / a.n_kv;
+  Job job{a, e, q, out, Geometry{elem, a.head_dim, a.value_dim, group, kv_row_bytes(elem, kw), kv_row_bytes(elem, vw)},
+          group, a.n_head * a.head_dim, a.n_head * a.value_dim, {}, {}, {}, {}};
+  const int32_t chunk = a.chunk > 0 ? a.chunk : kDefaultChunk;
+  job.lo.resize(size_t(T));
+  job.hi.resize(size_t(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t p = e.positions[t];
+    job.lo[size_t(t)] = a.window > 0 ? int32_t(std::max<int64_t>(0, int64_t(p) - a.window + 1)) : 0;
+    job.hi[size_t(t)] = p + 1;
   }
-#endif
-  run_attention_decode(a, e, q, out);
+  // Blocks of up to 16 consecutive rows of one sequence, each with every kv head.
+  for (int64_t t = 0; t < T;) {
+    int64_t u = t + 1;
+    while (u < T && u - t < kBlockRows && e.batch.seq(u) == e.batch.seq(t)) ++u;
+    int32_t lo = job.lo[size_t(t)], hi = job.hi[size_t(t)];
+    for (int64_t r = t + 1; r < u; ++r) lo = std::min(lo, job.lo[size_t(r)]), hi = std::max(hi, job.hi[size_t(r)]);
+    const int64_t heads = (u - t) * group;
+    for (int64_t g = 0; g < a.n_kv; ++g) {
+      Pair pr{t, u - t, g, lo, hi, int64_t(job.chunks.size()), 0, job.score_floats, job.stats_floats, job.partial_floats};
+      for (int32_t c = lo; c < hi; c = (c / chunk + 1) * chunk) {
+        const size_t k = size_t(pr.n_chunks++);
+        job.chunks.push_back({int64_t(job.pairs.size()), c, std::min<int32_t>(hi, (c / chunk + 1) * chunk),
+                              k * size_t(2 * heads), k * size_t(heads * a.value_dim)});
+      }
+      job.score_floats += size_t(heads * (hi - lo));
+      job.stats_floats += size_t(2 * heads * pr.n_chunks);
+      if (pr.n_chunks > 1) job.partial_floats += size_t(heads * a.value_dim * pr.n_chunks);
+      job.pairs.push_back(pr);
+    }
+    t = u;
+  }
+
+  const int64_t row_floats = std::max(a.head_dim, a.value_dim);
+  // Chunk ci's weights and values (stats, partials: its pair's; acc: room for [heads][vd]): a
+  // pair of one chunk writes its rows' outputs, else the chunk's partial.
+  auto pass2 = [&](int64_t ci, float* sc, const float* st, float* partials, float* acc, float* row, float* vbuf) {
+    const Chunk& c = job.chunks[size_t(ci)];
+    const Pair& pr = job.pairs[size_t(c.pair)];
+    thread_local std::vector<int32_t> ranges;
+    if (ranges.size() < size_t(2 * pr.rows * group)) ranges.resize(size_t(2 * pr.rows * group));
+    if (pr.n_chunks > 1) acc = partials + c.partial;
+    job.values(ci, sc, pr.hi - pr.lo, st, acc, row, ranges.data(), vbuf);
+    if (pr.n_chunks == 1) job.write(pr, acc);
+  };
+
+  // Many pairs (prefill) or one chunk each: one task per pair, its scores, stats and partials
+  // in thread scratch (nothing the size of the whole step's scores goes through memory).
+  if (int64_t(job.pairs.size()) >= 4 * int64_t(e.pool.size()) || job.chunks.size() == job.pairs.size()) {
+    e.pool.for_each(int64_t(job.pairs.size()), [&](int64_t pi, int thread) {
+      const Pair& pr = job.pairs[size_t(pi)];
+      const int64_t heads = pr.rows * group, ld = pr.hi - pr.lo;
+      const size_t stats = size_t(2 * heads * pr.n_chunks);
+      const size_t parts = pr.n_chunks > 1 ? size_t(pr.n_chunks * heads * a.value_dim) : 0;
+      const size_t vbuf = pr.rows > 1 ? size_t(std::min<int32_t>(chunk, pr.hi - pr.lo) * a.value_dim) : 0;
+      float* qh = e.scratch_for(thread, size_t(heads * (a.head_dim + ld + a.value_dim)) + stats + parts + size_t(row_floats) + vbuf);
+      float* sc = qh + heads * a.head_dim;
+      float* acc = sc + heads * ld;
+      float* st = acc + heads * a.value_dim;
+      float* part = st + stats;
+      float* row = part + parts;
+      job.pack_queries(pr, qh);
+      for (int64_t c = pr.first_chunk; c < pr.first_chunk + pr.n_chunks; ++c)
+        job.scores(c, qh, sc, ld, st + job.chunks[size_t(c)].stats, row);
+      for (int64_t c = pr.first_chunk; c < pr.first_chunk + pr.n_chunks; ++c)
+        pass2(c, sc, st, part, acc, row, vbuf ? row + row_floats : nullptr);
+      if (pr.n_chunks > 1) job.merge(pr, part);
+    });
+    return;
+  }
+
+  // Few pairs (decode): every chunk is a task of each pass, so one sequence's KV range is
+  // streamed by every thread, then each pair's partials are merged. The passes share buffers
+  // owned by the calling thread (the pool's thread 0): per-thread scratch cannot hold data one
+  // task writes and another reads.
+  thread_local std::vector<float> shared;
+  const size_t need = job.score_floats + job.stats_floats + job.partial_floats;
+  if (shared.size() < need) shared.resize(need);
+  float* scores = shared.data();
+  float* stats = scores + job.score_floats;
+  float* partials = stats + job.stats_floats;
+  e.pool.for_each(int64_t(job.chunks.size()), [&](int64_t ci, int thread) {
+    const Chunk& c = job.chunks[size_t(ci)];
+    const Pair& pr = job.pairs[size_t(c.pair)];
+    float* qh = e.scratch_for(thread, size_t(pr.rows * group * a.head_dim + row_floats));
+    job.pack_queries(pr, qh);
+    job.scores(ci, qh, scores + pr.scores, pr.hi - pr.lo, stats + pr.stats + c.stats, qh + pr.rows * group * a.head_dim);
+  });
+  e.pool.for_each(int64_t(job.chunks.size()), [&](int64_t ci, int thread) {
+    const Pair& pr = job.pairs[size_t(job.chunks[size_t(ci)].pair)];
+    float* acc = e.scratch_for(thread, size_t(pr.rows * group * a.value_dim + row_floats));
+    pass2(ci, scores + pr.scores, stats + pr.stats, partials + pr.partials, acc, acc + pr.rows * group * a.value_dim, nullptr);
+  });
+  e.pool.for_each(int64_t(job.pairs.size()), [&](int64_t pi, int) {
+    const Pair& pr = job.pairs[size_t(pi)];
+    if (pr.n_chunks > 1) job.merge(pr, partials + pr.partials);
+  });
 }
 
 }  // namespace loom::backend::cpu::fast

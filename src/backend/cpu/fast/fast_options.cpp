@@ -23,8 +23,9 @@ const std::vector<ScheduleKey>& fast_schedule_keys() {
        "weight layout: x8 row-interleaved groups where the type and ISA have them (packed), or the stored rows"},
       {"matmul", "prefill_repack", Type::boolean, 0, 0, {}, true,
        "prefill reads Q5_0 weights kept in stored rows as Q8_0 rows (same results, faster GEMM, 34/22 the bytes)"},
-      {"attention", "split", Type::integer, 0, 256, {}, int64_t(0),
-       "decode attention: KV range split into this many parts across threads (0: the kernel chooses)"},
+      {"attention", "chunk", Type::integer, 0, 1 << 20, {}, int64_t(0),
+       "attention: KV positions per split-K task, cut at multiples of it so results do not depend on the batch "
+       "(0: 256)"},
   };
   return keys;
 }

@@ -58,7 +58,7 @@ struct AttentionSpec {
   int layer = 0;
   int64_t n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
   float scale = 1, softcap = 0;
-  int split = 0;  // decode: the KV range split into this many parts across threads (0: the kernel chooses)
+  int32_t chunk = 0;  // positions per split-K chunk, cut at multiples of it (0: the kernel's default, 256)
 };
 
 struct Step {
@@ -136,9 +136,6 @@ void run_unary(const Step& s, Exec& e);      // scale, softcap
 void run_slice(const Step& s, Exec& e);
 void run_rope(const Step& s, Exec& e);       // rope.cpp
 void run_attention(const Step& s, Exec& e);  // attention.cpp
-// Attention of every row of the step over the cache (split over the KV range); q: the step's
-// queries, out: its results. attention_decode.cpp
-void run_attention_decode(const AttentionSpec& a, Exec& e, const float* q, float* out);
 void run_matmul(const Step& s, Exec& e);     // matmul.cpp
 
 }  // namespace loom::backend::cpu::fast

@@ -125,45 +125,69 @@ inline void scale_mul_row(const float* x, float s, const float* w, float* o, int
   for (; i < n; ++i) o[i] = x[i] * s * w[i];
 }
 
-// w[j] = exp(w[j] - mx); returns the sum (in double, as the reference sums).
-inline double exp_shifted(float* w, int64_t n, float mx) {
+// Softmax pieces of attention. Every element goes through the same exp (exp512, the tail
+// masked), so an element's value does not depend on where a slice starts; sums add lanes.
+
+// s[j] = s[j] * scale; returns max_j s[j].
+inline float scale_max(float* s, int64_t n, float scale) {
+  int64_t j = 0;
+  float mx = -INFINITY;
+#if defined(__AVX512F__)
+  const __m512 vs = _mm512_set1_ps(scale);
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (; j + 16 <= n; j += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + j), vs);
+    _mm512_storeu_ps(s + j, v);
+    m = _mm512_max_ps(m, v);
+  }
+  if (j < n) {
+    const __mmask16 k = __mmask16((1u << (n - j)) - 1);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vs);
+    _mm512_mask_storeu_ps(s + j, k, v);
+    m = _mm512_mask_max_ps(m, k, m, v);
+    j = n;
+  }
+  mx = _mm512_reduce_max_ps(m);
+#endif
+  for (; j < n; ++j) s[j] *= scale, mx = std::max(mx, s[j]);
+  return mx;
+}
+
+// Σ_j exp(s[j] - mx), without writing s.
+inline double exp_sum(const float* s, int64_t n, float mx) {
   int64_t j = 0;
   double sum = 0.0;
 #if defined(__AVX512F__)
   const __m512 vm = _mm512_set1_ps(mx);
   __m512 acc = _mm512_setzero_ps();
-  for (; j + 16 <= n; j += 16) {
-    const __m512 v = exp512(_mm512_sub_ps(_mm512_loadu_ps(w + j), vm));
-    _mm512_storeu_ps(w + j, v);
-    acc = _mm512_add_ps(acc, v);
+  for (; j + 16 <= n; j += 16) acc = _mm512_add_ps(acc, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm)));
+  if (j < n) {
+    const __mmask16 k = __mmask16((1u << (n - j)) - 1);
+    acc = _mm512_mask_add_ps(acc, k, acc, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm)));
+    j = n;
   }
   sum = _mm512_reduce_add_ps(acc);
+#endif
+  for (; j < n; ++j) sum += std::exp(s[j] - mx);
+  return sum;
+}
+
+// w[j] = exp(w[j] - mx) * inv, rounded to f16 precision when f16 is set.
+inline void softmax_weights(float* w, int64_t n, float mx, float inv, bool f16) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const __m512 vm = _mm512_set1_ps(mx), vi = _mm512_set1_ps(inv);
+  for (; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+    __m512 v = _mm512_mul_ps(exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, w + j), vm)), vi);
+    if (f16) v = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm512_mask_storeu_ps(w + j, k, v);
+  }
 #endif
   for (; j < n; ++j) {
-    w[j] = std::exp(w[j] - mx);
-    sum += w[j];
+    w[j] = std::exp(w[j] - mx) * inv;
+    if (f16) w[j] = loom::quant::round_to_fp16(w[j]);
   }
-  return sum;
-}
-
-// Σ exp(w[j] - mx) without writing w.
-inline double exp_sum(const float* w, int64_t n, float mx) {
-  int64_t j = 0;
-  double sum = 0.0;
-#if defined(__AVX512F__)
-  const __m512 vm = _mm512_set1_ps(mx);
-  __m512 acc = _mm512_setzero_ps();
-  for (; j + 16 <= n; j += 16) acc = _mm512_add_ps(acc, exp512(_mm512_sub_ps(_mm512_loadu_ps(w + j), vm)));
-  sum = _mm512_reduce_add_ps(acc);
-#endif
-  for (; j < n; ++j) sum += std::exp(w[j] - mx);
-  return sum;
-}
-
-inline float max_of(const float* w, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, w[j]);
-  return mx;
 }
 
 }  // namespace loom::backend::cpu::fast
