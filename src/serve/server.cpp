@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "serve/stop_matcher.h"
+#include "serve/ui/chat_page.h"
 
 namespace loom::serve {
 
@@ -183,6 +184,18 @@ void Server::install_routes() {
     send_error(res, ApiError(500, what, "server_error"));
   });
 
+  // The chat page: open even with --api-key (its /v1 calls carry the key typed into it). The
+  // CSP keeps it to its own inline code and this origin's API.
+  s.Get(R"(/|/index\.html)", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto page = chat_page_html();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                   "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    metrics_.request(req.path, 200);
+  });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining_) return send_error(res, ApiError(503, "shutting down", "server_error"));
     res.set_content(R"({"status":"ok"})", "application/json");
