@@ -85,6 +85,8 @@ std::string Engine::refusal(const Request& r) const {
                        blocks_for(int32_t(positions)), opts_.block_size, r.prompt.size(),
                        r.max_tokens < 0 ? std::string("up to the context") : std::to_string(r.max_tokens),
                        opts_.n_blocks);
+  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs)
+    return fmt::format("top_logprobs must be between 0 and {}, got {}", kMaxTopLogprobs, r.top_logprobs);
   try {
     Sampler check(r.sampling);
   } catch (const loom::Error& e) {
@@ -229,7 +231,7 @@ void Engine::finish(Sequence& s, Finish why, std::vector<Event>& events, std::st
   if (s.stream) text += s.stream->finish();
   if (s.stats.generated > 0) s.stats.gen_seconds = seconds(s.first_token, now);
   else if (s.admitted != Clock::time_point{}) s.stats.prompt_seconds = seconds(s.admitted, now);
-  events.push_back({s.id, token, std::move(text), why, std::move(error), s.stats});
+  events.push_back({s.id, token, std::move(text), why, std::move(error), s.stats, {}});
 }
 
 // Samples the sequence's next token from its logits row; reports it, and ends the request
@@ -253,7 +255,7 @@ void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events
   const bool at_limit = s.req.max_tokens >= 0 && s.stats.generated >= s.req.max_tokens;
   if (at_limit || s.n_computed >= opts_.n_ctx) return finish(s, Finish::length, events, {}, std::move(piece), t);
   s.tokens.push_back(t);
-  events.push_back({s.id, t, std::move(piece), Finish::none, {}, {}});
+  events.push_back({s.id, t, std::move(piece), Finish::none, {}, {}, {}});
 }
 
 std::vector<Event> Engine::step() {
@@ -303,7 +305,10 @@ std::vector<Event> Engine::step() {
     if (!sl.logits) continue;
     s.decoding = true;
     const size_t before = events.size();
-    sample(s, logits_.data() + row++ * size_t(vocab_), events);
+    const float* lg = logits_.data() + row++ * size_t(vocab_);
+    sample(s, lg, events);
+    if (s.req.logprobs && events.size() > before && events.back().token >= 0)
+      events.back().logprobs = token_logprobs({lg, size_t(vocab_)}, events.back().token, s.req.top_logprobs);
     done[sl.seq] = events.size() > before && events.back().finish != Finish::none;
   }
   size_t w = 0;

@@ -1,6 +1,7 @@
 // What a front end hands the engine (Request) and what it gets back, step by step (Event).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@ struct Request {
   int32_t max_tokens = -1;      // tokens to generate at most, the end token included; < 0: until the context is full
   std::set<int32_t> stop;       // tokens that end generation besides the vocabulary's end-of-generation set
   bool ignore_eog = false;      // do not stop at end-of-generation tokens (benchmarks)
+  // Report each sampled token's log-probability and the top_logprobs (0..kMaxTopLogprobs) most
+  // likely tokens with its event, from the raw logits (sampler.h: token_logprobs). Off: no cost.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
   // Leave this request's full blocks in the prefix cache: shareable while it runs and kept
   // (least recently used first to go) after it ends, so a next chat turn or a request with the
   // same system prompt starts from them.
@@ -47,6 +52,7 @@ struct Event {
   Finish finish = Finish::none;
   std::string error;            // finish == error: what went wrong
   RequestStats stats;           // filled when finish != none
+  std::optional<Logprobs> logprobs;  // token >= 0 and the request asked for logprobs
 };
 
 // submit()'s answer: an id, or why the request can never run on this engine.

@@ -152,4 +152,32 @@ int32_t Sampler::sample(std::span<const float> logits) {
   return c.back().id;  // rounding left u just above the total
 }
 
+Logprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top_n) {
+  if (logits.empty()) loom::fail("token_logprobs: empty logits");
+  if (token < 0 || size_t(token) >= logits.size()) loom::fail("token_logprobs: token {} outside the vocabulary", token);
+  const size_t n = std::min(size_t(std::max(top_n, 0)), logits.size());
+  // The top n by insertion into a short sorted list: a logit enters only when it beats the
+  // smallest kept (strictly, so an equal logit of a higher id stays out), which after the first
+  // few hundred ids is rare.
+  std::vector<TokenLogprob> top;
+  top.reserve(n + 1);
+  float mx = -INFINITY;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i];
+    mx = std::max(mx, x);
+    if (n == 0 || (top.size() == n && !(x > top.back().logprob))) continue;
+    auto at = std::upper_bound(top.begin(), top.end(), x, [](float v, const TokenLogprob& c) { return v > c.logprob; });
+    top.insert(at, {int32_t(i), x});
+    if (top.size() > n) top.pop_back();
+  }
+  double sum = 0;
+  for (const float x : logits) sum += std::exp(double(x) - double(mx));
+  const double lse = double(mx) + std::log(sum);
+  Logprobs out;
+  out.logprob = float(double(logits[size_t(token)]) - lse);
+  for (auto& c : top) c.logprob = float(double(c.logprob) - lse);
+  out.top = std::move(top);
+  return out;
+}
+
 }  // namespace loom::runtime

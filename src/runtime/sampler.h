@@ -5,6 +5,7 @@
 // The draw uses Loom's own PRNG (xoshiro256**, seeded by splitmix64) and its own inverse-CDF
 // walk, never std::*_distribution, so one seed gives one token sequence on every platform.
 // Constrained output will enter as a mask applied before the chain.
+// token_logprobs() reports log-probabilities of the raw logits, before any of the chain.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -64,5 +65,21 @@ class Sampler {
   Rng rng_;
   std::deque<int32_t> recent_;
 };
+
+// Log-probabilities of one position, from the model's raw logits (before penalties, top-k/p,
+// min-p and temperature, as OpenAI and vLLM's default report them): the same logits give the
+// same numbers whatever the request's sampling.
+constexpr int32_t kMaxTopLogprobs = 20;
+struct TokenLogprob {
+  int32_t id;
+  float logprob;
+};
+struct Logprobs {
+  float logprob = 0;              // of the sampled token
+  std::vector<TokenLogprob> top;  // the top_n most likely tokens, most likely first (ties: lowest id)
+};
+// log_softmax(logits)[token] and the top_n (clamped to [0, vocab]) entries, in one pass for the
+// log-sum-exp and a partial selection of top_n (no sort of the vocabulary).
+Logprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top_n);
 
 }  // namespace loom::runtime

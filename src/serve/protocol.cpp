@@ -70,8 +70,6 @@ bool boolean(const json& o, const char* name, bool def) {
 
 // Fields a client may send that Loom does not implement yet: refused by name, never ignored.
 void refuse_unsupported(const json& o) {
-  if (boolean(o, "logprobs", false) || field(o, "top_logprobs"))
-    throw ApiError(400, "'logprobs' is not supported by this server yet", "invalid_request_error", "logprobs");
   for (const char* f : {"tools", "tool_choice", "functions", "function_call", "logit_bias", "suffix", "best_of"})
     if (const json* v = field(o, f); v && !(v->is_array() && v->empty()))
       throw ApiError(400, fmt::format("'{}' is not supported by this server yet", f), "invalid_request_error", f);
@@ -175,6 +173,11 @@ ChatRequest parse_chat(const std::string& body, const Limits& lim) {
   const json o = parse_body(body);
   ChatRequest r;
   r.gen = parse_generation(o, lim);
+  r.gen.logprobs = boolean(o, "logprobs", false);
+  if (field(o, "top_logprobs")) {
+    r.gen.top_logprobs = int32_t(integer(o, "top_logprobs", 0, 0, runtime::kMaxTopLogprobs));
+    if (!r.gen.logprobs) bad("top_logprobs", "requires 'logprobs': true");
+  }
   const json* msgs = field(o, "messages");
   if (!msgs) bad("messages", "is required");
   if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
@@ -209,6 +212,15 @@ CompletionRequest parse_completion(const std::string& body, const Limits& lim) {
   else bad("prompt", "must be a string (batched prompts are not supported yet)");
   if (r.prompt.size() > lim.max_prompt_bytes) bad("prompt", fmt::format("more than {} bytes", lim.max_prompt_bytes));
   r.echo = boolean(o, "echo", false);
+  // The legacy form: 'logprobs' is the number of top tokens (OpenAI allows at most 5).
+  if (field(o, "logprobs")) {
+    r.gen.logprobs = true;
+    r.gen.top_logprobs = int32_t(integer(o, "logprobs", 0, 0, 5));
+  }
+  if (field(o, "top_logprobs")) bad("top_logprobs", "is a chat field; /v1/completions takes 'logprobs': N (0 to 5)");
+  if (r.echo && r.gen.logprobs)
+    throw ApiError(400, "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported by this server yet",
+                   "invalid_request_error", "echo");
   return r;
 }
 
@@ -225,7 +237,7 @@ json chat_response(const std::string& id, const std::string& model, int64_t crea
   for (size_t i = 0; i < choices.size(); ++i)
     cs.push_back({{"index", i},
                   {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
-                  {"logprobs", nullptr},
+                  {"logprobs", choices[i].logprobs ? chat_logprobs(choices[i].tokens) : json(nullptr)},
                   {"finish_reason", choices[i].finish_reason}});
   return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model}, {"choices", cs},
           {"usage", u.json()}};
@@ -235,13 +247,16 @@ json completion_response(const std::string& id, const std::string& model, int64_
                          const std::vector<Choice>& choices, const Usage& u) {
   json cs = json::array();
   for (size_t i = 0; i < choices.size(); ++i)
-    cs.push_back({{"index", i}, {"text", choices[i].text}, {"logprobs", nullptr}, {"finish_reason", choices[i].finish_reason}});
+    cs.push_back({{"index", i},
+                  {"text", choices[i].text},
+                  {"logprobs", choices[i].logprobs ? completion_logprobs(choices[i].tokens, 0) : json(nullptr)},
+                  {"finish_reason", choices[i].finish_reason}});
   return {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model}, {"choices", cs},
           {"usage", u.json()}};
 }
 
 json chat_chunk(const std::string& id, const std::string& model, int64_t created, int index, const std::string* role,
-                const std::string& text, const std::string* finish_reason) {
+                const std::string& text, const std::string* finish_reason, const json* logprobs) {
   json delta = json::object();
   if (role) delta["role"] = *role;
   if (!text.empty() || (!finish_reason && !role)) delta["content"] = text;
@@ -249,18 +264,78 @@ json chat_chunk(const std::string& id, const std::string& model, int64_t created
           {"object", "chat.completion.chunk"},
           {"created", created},
           {"model", model},
-          {"choices", {{{"index", index}, {"delta", delta}, {"logprobs", nullptr},
+          {"choices", {{{"index", index}, {"delta", delta}, {"logprobs", logprobs ? *logprobs : json(nullptr)},
                         {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}}}}};
 }
 
 json completion_chunk(const std::string& id, const std::string& model, int64_t created, int index,
-                      const std::string& text, const std::string* finish_reason) {
+                      const std::string& text, const std::string* finish_reason, const json* logprobs) {
   return {{"id", id},
           {"object", "text_completion"},
           {"created", created},
           {"model", model},
-          {"choices", {{{"index", index}, {"text", text}, {"logprobs", nullptr},
+          {"choices", {{{"index", index}, {"text", text}, {"logprobs", logprobs ? *logprobs : json(nullptr)},
                         {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)}}}}};
+}
+
+namespace {
+
+// A piece as a JSON string: valid UTF-8 as it is, each invalid or incomplete sequence as U+FFFD.
+std::string token_string(const std::string& piece) {
+  std::string out;
+  std::string_view rest = piece;
+  while (!rest.empty()) {
+    size_t tail = 0;
+    const size_t ok = text::utf8_valid_prefix(rest, tail);
+    const size_t keep = ok == rest.size() ? ok - tail : ok;
+    out.append(rest.substr(0, keep));
+    if (keep == rest.size()) break;
+    out += "\xEF\xBF\xBD";
+    rest.remove_prefix(ok == rest.size() ? rest.size() : keep + 1);
+  }
+  return out;
+}
+
+// OpenAI's stand-in for a probability that underflowed to 0 (JSON has no -Infinity).
+double finite(float lp) { return std::isfinite(lp) ? double(lp) : -9999.0; }
+
+json byte_list(const std::string& piece) {
+  json b = json::array();
+  for (unsigned char c : piece) b.push_back(int(c));
+  return b;
+}
+
+}  // namespace
+
+json chat_logprobs(const std::vector<TokenReport>& tokens) {
+  json content = json::array();
+  for (const auto& t : tokens) {
+    json top = json::array();
+    for (const auto& [piece, lp] : t.top)
+      top.push_back({{"token", token_string(piece)}, {"logprob", finite(lp)}, {"bytes", byte_list(piece)}});
+    content.push_back({{"token", token_string(t.piece)},
+                       {"logprob", finite(t.logprob)},
+                       {"bytes", byte_list(t.piece)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+json completion_logprobs(const std::vector<TokenReport>& tokens, int64_t offset) {
+  json toks = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+  for (const auto& t : tokens) {
+    toks.push_back(token_string(t.piece));
+    lps.push_back(finite(t.logprob));
+    json top = json::object();
+    for (const auto& [piece, lp] : t.top) {
+      const std::string k = token_string(piece);
+      if (!top.contains(k)) top[k] = finite(lp);  // two pieces that differ only in invalid bytes: the likelier
+    }
+    if (!top.contains(token_string(t.piece))) top[token_string(t.piece)] = finite(t.logprob);
+    tops.push_back(top);
+    offs.push_back(offset + t.text_offset);
+  }
+  return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
 json usage_chunk(const std::string& id, const std::string& object, const std::string& model, int64_t created,

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,9 @@ struct Generation {
   bool ignore_eos = false;        // llama-server's and vLLM's field: generate past end-of-generation tokens
   int32_t n = 1;
   bool stream = false, include_usage = false;
+  // chat: 'logprobs' (bool) and 'top_logprobs' (0..20); completions: 'logprobs' (0..5) sets both.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
 };
 
 struct ChatRequest {
@@ -66,11 +70,30 @@ struct Usage {
   nlohmann::json json() const;
 };
 
+// One generated token as a reply's logprobs report it. Its text is the token's piece: raw
+// bytes, possibly an incomplete UTF-8 sequence (the JSON 'token' string shows such bytes as
+// U+FFFD; 'bytes' lists them as they are).
+struct TokenReport {
+  std::string piece;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;  // the most likely tokens' pieces, most likely first
+  int64_t text_offset = 0;  // code points of generated text before this token (token_aligner.h)
+};
+
 // "stop" | "length" (OpenAI's finish reasons) from the engine's.
 struct Choice {
   std::string text;
   std::string finish_reason;  // "stop", "length"
+  bool logprobs = false;      // the request asked: reply with `tokens` (else "logprobs": null)
+  std::vector<TokenReport> tokens;
 };
+
+// The 'logprobs' object of a chat choice ({"content": [...]}) and of a completion choice
+// ({"tokens", "token_logprobs", "top_logprobs", "text_offset"}; each top_logprobs dict holds the
+// top tokens and the sampled one, OpenAI's "up to logprobs + 1"). `offset` is added to every
+// text_offset (the code points of an echoed prompt).
+nlohmann::json chat_logprobs(const std::vector<TokenReport>& tokens);
+nlohmann::json completion_logprobs(const std::vector<TokenReport>& tokens, int64_t offset);
 
 nlohmann::json chat_response(const std::string& id, const std::string& model, int64_t created,
                              const std::vector<Choice>& choices, const Usage& u);
@@ -78,10 +101,13 @@ nlohmann::json completion_response(const std::string& id, const std::string& mod
                                    const std::vector<Choice>& choices, const Usage& u);
 // One streamed chunk: a delta of `text` for choice `index` (role on the first chunk of a chat
 // choice), or its finish reason when finish_reason is set; usage chunks have no choices.
+// `logprobs`: the choice's logprobs object for the tokens this chunk sends (null when absent).
 nlohmann::json chat_chunk(const std::string& id, const std::string& model, int64_t created, int index,
-                          const std::string* role, const std::string& text, const std::string* finish_reason);
+                          const std::string* role, const std::string& text, const std::string* finish_reason,
+                          const nlohmann::json* logprobs = nullptr);
 nlohmann::json completion_chunk(const std::string& id, const std::string& model, int64_t created, int index,
-                                const std::string& text, const std::string* finish_reason);
+                                const std::string& text, const std::string* finish_reason,
+                                const nlohmann::json* logprobs = nullptr);
 nlohmann::json usage_chunk(const std::string& id, const std::string& object, const std::string& model, int64_t created,
                            const Usage& u);
 

@@ -169,7 +169,7 @@ HOSTILE = [
     ("unknown model", {"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}, 404),
     ("bad role", {"model": MODEL_NAME, "messages": [{"role": "wizard", "content": "x"}]}, 400),
     ("thousands of messages", {"model": MODEL_NAME, "messages": [{"role": "user", "content": "x"}] * 5000}, 400),
-    ("logprobs not supported", {"model": MODEL_NAME, "messages": [{"role": "user", "content": "x"}], "logprobs": True}, 400),
+    ("top_logprobs without logprobs", {"model": MODEL_NAME, "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, 400),
     ("not an object", b"[1, 2, 3]", 400),
     ("huge body", b'{"model": "smol", "prompt": "' + b"a" * 2_000_000 + b'"}', 413),
 ]

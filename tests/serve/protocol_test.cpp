@@ -61,9 +61,58 @@ TEST(Protocol, EveryBadFieldIsA400NamingIt) {
   EXPECT_EQ(param_of(R"({"model": "m", "messages": []})"), "messages");
   EXPECT_EQ(param_of(R"({"model": "m", "messages": [{"content": "x"}]})"), "messages[0].role");
   EXPECT_EQ(param_of(R"({"model": 3, )" + kMsgs + "}"), "model");
-  EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "logprobs": true})"), "logprobs");
+  EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "logprobs": 1})"), "logprobs");
+  EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "top_logprobs": 2})"), "top_logprobs");
+  EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "logprobs": true, "top_logprobs": 21})"), "top_logprobs");
+  EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "logprobs": true, "top_logprobs": -1})"), "top_logprobs");
   EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "tools": [{"type": "function"}]})"), "tools");
   EXPECT_EQ(status_of(R"({"model": "m", )" + kMsgs + R"(, "temperature": 1e999})"), 400);
+}
+
+TEST(Protocol, LogprobsFieldsOfBothEndpoints) {
+  auto chat = parse_chat(R"({"model": "m", )" + kMsgs + R"(, "logprobs": true, "top_logprobs": 20})", Limits{});
+  EXPECT_TRUE(chat.gen.logprobs);
+  EXPECT_EQ(chat.gen.top_logprobs, 20);
+  chat = parse_chat(R"({"model": "m", )" + kMsgs + R"(, "logprobs": false})", Limits{});
+  EXPECT_FALSE(chat.gen.logprobs);
+  auto legacy = parse_completion(R"({"model": "m", "prompt": "a", "logprobs": 0})", Limits{});
+  EXPECT_TRUE(legacy.gen.logprobs);
+  EXPECT_EQ(legacy.gen.top_logprobs, 0);
+  legacy = parse_completion(R"({"model": "m", "prompt": "a", "logprobs": 5})", Limits{});
+  EXPECT_EQ(legacy.gen.top_logprobs, 5);
+  EXPECT_FALSE(parse_completion(R"({"model": "m", "prompt": "a"})", Limits{}).gen.logprobs);
+  auto param = [](const std::string& body) {
+    try {
+      parse_completion(body, Limits{});
+    } catch (const ApiError& e) {
+      return e.param;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(param(R"({"model": "m", "prompt": "a", "logprobs": 6})"), "logprobs");
+  EXPECT_EQ(param(R"({"model": "m", "prompt": "a", "logprobs": true})"), "logprobs");
+  EXPECT_EQ(param(R"({"model": "m", "prompt": "a", "logprobs": 2, "top_logprobs": 2})"), "top_logprobs");
+  EXPECT_EQ(param(R"({"model": "m", "prompt": "a", "logprobs": 2, "echo": true})"), "echo");
+}
+
+TEST(Protocol, LogprobsJsonShapes) {
+  // "\xe2\x82" is an incomplete character: U+FFFD in the token string, its raw bytes in 'bytes'.
+  const std::vector<TokenReport> toks = {{"Hi", -0.5f, {{"Hi", -0.5f}, {"\xe2\x82", -1.5f}}, 0},
+                                         {"\xe2\x82", -2.f, {}, 2}};
+  const auto chat = chat_logprobs(toks);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["token"], "Hi");
+  EXPECT_EQ(chat["content"][0]["bytes"], nlohmann::json({72, 105}));
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "\xEF\xBF\xBD");
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["bytes"], nlohmann::json({0xe2, 0x82}));
+  EXPECT_EQ(chat["content"][1]["logprob"], -2.0);
+  EXPECT_TRUE(chat["content"][1]["top_logprobs"].empty());
+  const auto legacy = completion_logprobs(toks, 10);
+  EXPECT_EQ(legacy["tokens"], nlohmann::json({"Hi", "\xEF\xBF\xBD"}));
+  EXPECT_EQ(legacy["token_logprobs"], nlohmann::json({-0.5, -2.0}));
+  EXPECT_EQ(legacy["text_offset"], nlohmann::json({10, 12}));
+  EXPECT_EQ(legacy["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(legacy["top_logprobs"][1], nlohmann::json({{"\xEF\xBF\xBD", -2.0}}));  // the sampled token, always
 }
 
 TEST(Protocol, MalformedBodiesAre400s) {
