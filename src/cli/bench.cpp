@@ -100,8 +100,6 @@ std::string test_name(const Test& t) {
 }
 
 void run_bench(const BenchArgs& a) {
-  const auto bundle = loom::runtime::ModelBundle::load(a.model, a.gguf);
-  const auto& model = bundle.model();
   loom::runtime::RunOptions ro;
   ro.threads = a.threads;
   ro.n_batch = a.n_batch;
@@ -124,6 +122,8 @@ void run_bench(const BenchArgs& a) {
     if (tests.empty()) loom::fail("--parallel needs -p and -n of at least one token each");
   }
   ro.n_ctx = max_pos + 1;
+  const auto bundle = loom::runtime::ModelBundle::load(a.model, a.gguf, ro.n_ctx);
+  const auto& model = bundle.model();
   ro.backend = a.backend;
   ro.kv_elem = loom::backend::parse_kv_elem(a.kv_type);
   auto engine = bundle.open_engine(ro);
