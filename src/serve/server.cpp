@@ -33,6 +33,10 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump_json(e.body()), "application/json");
 }
 
+// The status a handler's response goes out with: httplib leaves it -1 until it writes the
+// response (a streamed one, or a plain set_content), then sends 200.
+int answered_status(const httplib::Response& res) { return res.status == -1 ? 200 : res.status; }
+
 std::string finish_reason(runtime::Finish f) { return f == runtime::Finish::length ? "length" : "stop"; }
 
 std::string make_id(const char* prefix) {
@@ -248,7 +252,7 @@ void Server::install_routes() {
     } catch (const ApiError& e) {
       send_error(res, e);
     }
-    metrics_.request("/tokenize", res.status);
+    metrics_.request("/tokenize", answered_status(res));
   });
   s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     try {
@@ -265,15 +269,15 @@ void Server::install_routes() {
     } catch (const ApiError& e) {
       send_error(res, e);
     }
-    metrics_.request("/detokenize", res.status);
+    metrics_.request("/detokenize", answered_status(res));
   });
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req.body, true, &res);
-    metrics_.request("/v1/chat/completions", res.status);
+    metrics_.request("/v1/chat/completions", answered_status(res));
   });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req.body, false, &res);
-    metrics_.request("/v1/completions", res.status);
+    metrics_.request("/v1/completions", answered_status(res));
   });
 }
 
