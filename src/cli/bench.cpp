@@ -18,6 +18,7 @@
 #include "bench/stats.h"
 #include "build_info.h"
 #include "backend/registry.h"
+#include "cli/bench_serve.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "quant/simd/kernels.h"
@@ -307,8 +308,9 @@ std::vector<int> parse_list(const std::string& s, const char* flag) {
 loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   auto a = std::make_shared<BenchArgs>();
   auto pp = std::make_shared<std::string>("512"), tg = std::make_shared<std::string>("128");
-  auto* c = root.add_subcommand("bench", "Measure prompt processing and generation speed (optionally vs llama.cpp)");
-  c->add_option("-m,--model", a->model, "model.gguf or model.loom")->required();
+  auto* c = root.add_subcommand("bench", "Measure prompt processing and generation speed (optionally vs llama.cpp); "
+                                         "`loom bench serve` load-tests a server");
+  c->add_option("-m,--model", a->model, "model.gguf or model.loom (required unless `serve`)");
   c->add_option("--gguf", a->gguf, "weights for a .loom program");
   c->add_option("-p,--pp", *pp, "prompt lengths, comma-separated (0 to skip)")->capture_default_str();
   c->add_option("-n,--tg", *tg, "generation lengths, comma-separated (0 to skip)")->capture_default_str();
@@ -328,7 +330,10 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   c->add_flag("--ceiling", a->ceiling, "also measure read bandwidth and int8 peak: the tg and pp ceilings for this file");
   c->add_flag("--json", a->as_json, "machine-readable output");
   c->add_flag("-q,--quiet", a->quiet, "no progress line");
-  c->callback([a, pp, tg, par] {
+  auto* serve = loom::cli::add_bench_serve(*c);
+  c->callback([a, pp, tg, par, serve] {
+    if (serve->parsed()) return;  // `loom bench serve` ran instead
+    if (a->model.empty()) loom::fail("loom bench: --model is required (or `loom bench serve --url URL`)");
     a->pp = parse_list(*pp, "--pp");
     a->tg = parse_list(*tg, "--tg");
     a->parallel = parse_list(*par, "--parallel");
