@@ -129,9 +129,11 @@ std::unique_ptr<Arm> build(SessionState& s, const Candidate& cand, json& e, int&
   }
 }
 
-void keep(SessionState& s, json& e, std::unique_ptr<Arm> arm, const Verdict& v) {
+void keep(SessionState& s, json& e, std::unique_ptr<Arm> arm, const Verdict& v) {  // e["gates"]: build + v.gates
   std::string msg = "loom tune " + s.id + ": keep " + e["description"].get<std::string>() + "\n\n";
-  for (const auto& g : v.gates) msg += fmt::format("gate {}: {} - {}\n", g.name, g.passed ? "pass" : "FAIL", g.detail);
+  for (const auto& g : e["gates"])
+    msg += fmt::format("gate {}: {} - {}\n", g["gate"].get<std::string>(), g["passed"].get<bool>() ? "pass" : "FAIL",
+                       g["detail"].get<std::string>());
   git(s.worktree, {"add", "-A"});
   git(s.worktree, {"-c", "user.name=loom tune", "-c", "user.email=loom-tune@localhost", "commit", "-q", "-m", msg});
   e["commit"] = git(s.worktree, {"rev-parse", "HEAD"});

@@ -39,6 +39,8 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
           in_b = 1;
           const Timed t = b.timed_run(input(r), c.generate_tokens);
           in_b = 0;
+          // Persistent workers are visible at any time, however short the run was.
+          seen = std::max(seen.load(), process_threads());
           if (!warm) out.b_runs.push_back(t);
           return rate(t);
         });
