@@ -40,6 +40,7 @@ struct ArmSpec {
 std::unique_ptr<Arm> open_engine_arm(const ArmSpec& spec);
 
 // Tokens of each text for the program's tokenizer (BOS added where the vocabulary adds one).
-std::vector<std::vector<int32_t>> tokenize_for(const ArmSpec& spec, const std::vector<std::string>& texts);
+// Each must have at least `min_tokens` (a scored text needs 2: one predicted token).
+std::vector<std::vector<int32_t>> tokenize_for(const ArmSpec& spec, const std::vector<std::string>& texts, size_t min_tokens);
 
 }  // namespace loom::tune

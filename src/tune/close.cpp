@@ -54,7 +54,7 @@ bool close_session(SessionState& s) {
   // never seen by a gate during selection.
   std::optional<Quality> held_base, held_final;
   if (!s.c.heldout.empty()) {
-    const auto texts = tokenize_for(s.spec(s.baseline_program()), s.c.heldout);
+    const auto texts = tokenize_for(s.spec(s.baseline_program()), s.c.heldout, 2);
     held_base = score_quality(*s.baseline, texts);
     held_final = score_quality(*s.current, texts);
   }

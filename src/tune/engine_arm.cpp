@@ -62,12 +62,13 @@ class EngineArm final : public Arm {
 
 std::unique_ptr<Arm> open_engine_arm(const ArmSpec& spec) { return std::make_unique<EngineArm>(spec); }
 
-std::vector<std::vector<int32_t>> tokenize_for(const ArmSpec& spec, const std::vector<std::string>& texts) {
+std::vector<std::vector<int32_t>> tokenize_for(const ArmSpec& spec, const std::vector<std::string>& texts,
+                                               size_t min_tokens) {
   const auto bundle = runtime::ModelBundle::load(spec.program, spec.gguf, spec.n_ctx);
   std::vector<std::vector<int32_t>> out;
   for (const auto& text : texts) {
     out.push_back(bundle.encode(text, true, false));
-    if (out.back().size() < 2) loom::fail("tune: '{}' has fewer than 2 tokens", text);
+    if (out.back().size() < min_tokens) loom::fail("tune: '{}' has fewer than {} tokens", text, min_tokens);
     if (out.back().size() > size_t(spec.n_ctx)) loom::fail("tune: '{}' is longer than {} tokens", text, spec.n_ctx);
   }
   return out;

@@ -205,6 +205,7 @@ void run_search(SessionState& s, int budget) {
     finalists.push_back({median, std::move(cand)});
     s.manifest["screen"][finalists.back().second.description] = ratio_json(t.a_tps, t.b_tps);
   }
+  const bool screened_at_baseline = s.kept == 0;  // the screens' A arm was the baseline
   std::stable_sort(finalists.begin(), finalists.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   const size_t half = (finalists.size() + 1) / 2;
   for (size_t i = 0; i < finalists.size(); ++i) {
@@ -221,15 +222,18 @@ void run_search(SessionState& s, int budget) {
                                                : fmt::format("no gain shown in screening (median ratio {:.4f})", median)}
                              .to_json());
     e["reason"] = "successive halving: dropped after screening";
-    if (s.kept == 0) e["gain_pct"] = (median - 1) * 100;
+    if (screened_at_baseline) {
+      e["gain_pct"] = (median - 1) * 100;
+      e["ci95"] = e["measurements"]["screen"]["ci95"];
+    }
     record(s, std::move(e));
   }
 }
 
 void drive(SessionState& s) {
-  s.timing_tokens = tokenize_for(s.spec(s.baseline_program()), s.c.timing_prompts);
+  s.timing_tokens = tokenize_for(s.spec(s.baseline_program()), s.c.timing_prompts, 1);
   s.selection_tokens = s.c.selection.empty() ? std::vector<std::vector<int32_t>>{}
-                                             : tokenize_for(s.spec(s.baseline_program()), s.c.selection);
+                                             : tokenize_for(s.spec(s.baseline_program()), s.c.selection, 2);
   s.baseline = s.open(s.baseline_program());
   if (!s.selection_tokens.empty()) s.baseline_quality = score_quality(*s.baseline, s.selection_tokens);
   const auto ref = reference_outputs(*s.baseline, s);
