@@ -118,6 +118,13 @@ std::unique_ptr<Arm> build(SessionState& s, const Candidate& cand, json& e, int&
       e["reason"] = "no change";
       return nullptr;
     }
+    // The contract is the session's, read from the original checkout; a candidate that edits
+    // it would carry changed thresholds into the accepted branch.
+    if (!git(s.worktree, {"status", "--porcelain", "--", kContractFile}).empty()) {
+      e["gates"].push_back(GateResult{"build", false, std::string("the candidate changed the contract ") + kContractFile}.to_json());
+      e["reason"] = "contract changed";
+      return nullptr;
+    }
     threads_before = process_threads();
     auto arm = s.open(s.program_in(s.worktree));
     e["gates"].push_back(GateResult{"build", true, "checked against backend " + s.c.backend + "'s keys and compiled"}.to_json());
@@ -323,14 +330,23 @@ std::string run_session(const SessionOptions& o) {
                 {"screen", json::object()}};
   s.save_manifest();
   s.say(fmt::format("session {} on {} at {} (worktree {})", s.id, workload, s.base_commit.substr(0, 12), s.worktree));
-  drive(s);
+  try {
+    drive(s);
+  } catch (const loom::Error& e) {
+    loom::fail("{}\n(the session stopped; its decisions so far are in {}/manifest.json: `loom tune resume {}` continues)",
+               e.what(), s.dir, s.dir);
+  }
   return s.dir;
 }
 
 std::string resume_session(const std::string& session_dir, const BuildIdentity& build) {
   SessionState s;
   s.dir = fs::absolute(session_dir).string();
-  s.manifest = json::parse(read_text(s.dir + "/manifest.json"));
+  try {
+    s.manifest = json::parse(read_text(s.dir + "/manifest.json"));
+  } catch (const json::exception& e) {
+    loom::fail("{}/manifest.json: not a session manifest ({})", s.dir, e.what());
+  }
   if (s.manifest.value("state", "") == "closed") loom::fail("{}: the session is closed; nothing to resume", s.dir);
   s.id = s.manifest["session"];
   s.worktree = s.manifest["worktree"];
@@ -351,7 +367,12 @@ std::string resume_session(const std::string& session_dir, const BuildIdentity& 
 
 std::string accept_session(const std::string& session_dir) {
   const std::string dir = fs::absolute(session_dir).string();
-  const json m = json::parse(read_text(dir + "/manifest.json"));
+  json m;
+  try {
+    m = json::parse(read_text(dir + "/manifest.json"));
+  } catch (const json::exception& e) {
+    loom::fail("{}/manifest.json: not a session manifest ({})", dir, e.what());
+  }
   if (m.value("state", "") != "closed") loom::fail("{}: the session has not closed", dir);
   if (!m.value("close_gates_passed", false)) loom::fail("{}: a close gate failed; nothing is accepted", dir);
   const auto problems = verify_bundle(dir + "/evidence");

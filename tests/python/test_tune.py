@@ -180,6 +180,12 @@ def test_agent_candidates_that_break_or_do_nothing_leave_nothing(loom_bin, tmp_p
     assert e[0]["gates"][0]["gate"] == "build" and not e[0]["gates"][0]["passed"]
     assert git(s / "worktree", "status", "--porcelain") == "" and git(s / "worktree", "rev-parse", "HEAD") == head
     assert "10x faster" in (s / "evidence" / "logs" / "agent.log").read_text()  # logged, not trusted
+    # An agent that loosens the contract (and changes the program) is refused at the build gate.
+    s3 = session(loom_bin, wl, "--no-search", "--agent",
+                 "sed -i 's/\"min_gain\": 0.02/\"min_gain\": -1/' loom-tune.json; echo '// x' >> model.loom")
+    e3 = breakdown(s3)["optimizations"]["entries"][0]
+    assert e3["decision"] == "revert" and e3["reason"] == "contract changed", e3
+    assert git(s3 / "worktree", "status", "--porcelain") == ""
     s2 = session(loom_bin, wl, "--no-search", "--agent", "true")
     e2 = breakdown(s2)["optimizations"]["entries"]
     assert e2[0]["reason"] == "no change" and e2[0]["decision"] == "revert"
