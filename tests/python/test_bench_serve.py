@@ -160,3 +160,17 @@ def test_server_killed_mid_run_counts_every_failure(loom_bin, smollm2):
     assert rep["completed"] + rep["failed"] == rep["sent"] and rep["sent"] + rep["not_sent"] == n
     assert sum(e["count"] for e in rep["errors"]) == rep["failed"]
     assert len(rep["per_request"]) == rep["sent"]
+
+
+def test_deadline_bounds_the_run(loom_bin, server):
+    start = time.time()
+    r = bench(loom_bin, "--url", server.url, "--json", "-n", 50, "--warmup", 0, "--concurrency", 2,
+              "--output-tokens", 400, "--deadline", 3, timeout=60)
+    took = time.time() - start
+    assert r.returncode != 0 and "measured requests failed" in r.stderr, r.stderr
+    rep = json.loads(r.stdout)
+    assert took < 20  # the deadline, plus start-up and the cut replies' last bytes
+    assert rep["not_sent"] > 0 and rep["sent"] + rep["not_sent"] == 50
+    cut = [e for e in rep["errors"] if e["error"] == "cut off at the run's deadline"]
+    assert cut and cut[0]["count"] >= 1
+    assert rep["completed"] + rep["failed"] == rep["sent"]
