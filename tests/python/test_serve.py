@@ -139,6 +139,11 @@ def test_speculation_per_request(server):
     assert st == 200
     assert json.loads(spec)["choices"][0]["message"] == json.loads(plain)["choices"][0]["message"]
     assert server.metric("loom_spec_draft_tokens_total") > before
+    # Each token's logprobs come from the row that decided it: the same numbers as plain decoding.
+    lp = {"logprobs": True, "top_logprobs": 3}
+    _, plain_lp, _ = server.raw("POST", "/v1/chat/completions", {**body, **lp, "speculation": "none"})
+    _, spec_lp, _ = server.raw("POST", "/v1/chat/completions", {**body, **lp, "speculation": "lookup"})
+    assert json.loads(spec_lp)["choices"][0]["logprobs"] == json.loads(plain_lp)["choices"][0]["logprobs"]
     for extra, field in [({"speculation": "draft"}, "speculation"), ({"speculation": "fast"}, "speculation"),
                          ({"draft_max": 0}, "draft_max"), ({"speculation": 3}, "speculation")]:
         st, resp, _ = server.raw("POST", "/v1/chat/completions", {**body, **extra})
