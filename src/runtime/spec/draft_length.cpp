@@ -20,7 +20,9 @@ void DraftLength::record(int32_t drafted, int32_t accepted) {
   if (rate_ < kBackoffRate) {
     cooldown_ = backoff_;
     backoff_ = std::min(kMaxCooldown, backoff_ * 2);
-    rate_ = 0.5;  // the probe after the pause starts from a neutral estimate
+    // The probe after the pause starts just above the threshold: one more failure pauses again
+    // (for twice as long), one success resumes drafting.
+    rate_ = kBackoffRate + 0.05;
     k_ = 1;
   } else if (rate_ > 0.5) {
     backoff_ = 4;

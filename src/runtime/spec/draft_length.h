@@ -1,7 +1,8 @@
 // How many tokens to draft next, from how the last drafts fared. Verification costs rows of
 // the target (and a draft model costs its own steps), so a drafter that keeps missing should
 // stop being asked: after a run of poor acceptance the length drops to 0 for a cool-down that
-// doubles each time it recurs (up to kMaxCooldown steps), then a one-token probe asks again.
+// doubles each time it recurs (up to kMaxCooldown steps), then a one-token probe asks again
+// (a failed probe pauses again at once).
 // Drafts that are all accepted lengthen the next one by one; a rejection after a accepted
 // shortens it to a + 1, the length that would have sufficed plus one to probe further.
 #pragma once

@@ -10,7 +10,7 @@ namespace loom::runtime::spec {
 
 class PromptLookup final : public DraftSource {
  public:
-  static constexpr int32_t kMaxNgram = 4, kMinNgram = 1;
+  static constexpr int32_t kMaxNgram = 4, kMinNgram = 2;
   std::unique_ptr<Drafter> make() const override;
   std::string name() const override { return "lookup"; }
 };
