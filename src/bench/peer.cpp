@@ -11,6 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -123,7 +127,8 @@ class LlamaCppPython final : public Peer {
   std::string describe_;
 };
 
-// Runs `llama-bench ... -r 1 -o json` per repetition and reads avg_ns.
+// Runs `llama-bench ... -r 1 -o json` per repetition and reads avg_ns (llama-bench's own defaults
+// otherwise: flash attention auto, its warm-up run, the depth filled before the timed part).
 class LlamaBenchBinary final : public Peer {
  public:
   LlamaBenchBinary(std::string path, const PeerOptions& o) : path_(std::move(path)), o_(o) {
@@ -133,24 +138,44 @@ class LlamaBenchBinary final : public Peer {
   std::string describe() const override { return "llama-bench at " + path_; }
   PeerTiming pp(int n, int depth) override { return run(n, 0, depth); }
   PeerTiming tg(int n, int depth) override { return run(0, n, depth); }
-  BatchedTiming batched(int, int, int) override {
-    loom::fail("bench peer: llama-bench does not measure batched decode (use --vs llama.cpp)");
+  // llama-batched-bench from the same folder: -npl n_seq prompts of pp tokens in one batch
+  // (one KV stream each, its default), then tg steps of one token per sequence; its jsonl line
+  // gives both phases' seconds.
+  BatchedTiming batched(int n_seq, int pp, int tg) override {
+    const std::string tool = (std::filesystem::path(path_).parent_path() / "llama-batched-bench").string();
+    if (!std::filesystem::exists(tool)) loom::fail("bench peer: no llama-batched-bench beside {}", path_);
+    const int n_ctx = n_seq * (pp + tg) + 64;
+    // The tool logs through a queue that a worker thread empties, and an exit right after the
+    // last result can lose it (llama.cpp's common/log.cpp says so): a one-sequence run after the
+    // measured one gives the worker that time; its own line is not used.
+    const std::string text = run_tool(tool, fmt::format("-c {} -b 2048 -ub 512 -npp {} -ntg {} -npl {},1 -t {} --output-format jsonl",
+                                                        n_ctx, pp, tg, n_seq, o_.threads));
+    for (size_t at = text.find("{\"n_kv_max\""); at != std::string::npos; at = text.find("{\"n_kv_max\"", at + 1)) {
+      json j = json::parse(text.substr(at, text.find('\n', at) - at), nullptr, false);
+      if (j.is_object() && j.value("pl", 0) == n_seq) return {j.at("t_pp").get<double>(), j.at("t_tg").get<double>()};
+    }
+    loom::fail("bench peer: llama-batched-bench printed no result for {} sequences", n_seq);
   }
 
  private:
   PeerTiming run(int p, int g, int depth) {
-    std::string out = std::filesystem::temp_directory_path() / ("loom-peer-" + std::to_string(getpid()) + ".json");
-    std::string cmd = "'" + path_ + "' -m '" + o_.model + "' -p " + std::to_string(p) + " -n " + std::to_string(g) +
-                      " -d " + std::to_string(depth) + " -r 1 -t " + std::to_string(o_.threads) + " -o json > '" + out +
-                      "' 2>/dev/null";
-    if (std::system(cmd.c_str()) != 0) loom::fail("bench peer: '{}' failed", cmd);
-    FILE* f = std::fopen(out.c_str(), "r");
-    if (!f) loom::fail("bench peer: no output from llama-bench");
-    json j = json::parse(f, nullptr, false);
-    std::fclose(f);
-    std::remove(out.c_str());
+    const std::string text = run_tool(path_, fmt::format("-p {} -n {} -d {} -r 1 -t {} -o json", p, g, depth, o_.threads));
+    json j = json::parse(text, nullptr, false);
     if (!j.is_array() || j.empty()) loom::fail("bench peer: llama-bench printed no result");
     return {j[0].at("avg_ns").get<double>() / 1e9, {}};
+  }
+  // Runs `tool -m MODEL args` and returns what it printed (stdout; stderr too where asked).
+  std::string run_tool(const std::string& tool, const std::string& args) {
+    const std::string out =
+        std::filesystem::temp_directory_path() / ("loom-peer-" + std::to_string(getpid()) + ".out");
+    const bool both = tool != path_;  // llama-batched-bench logs its results through the same stream as the rest
+    const std::string cmd = "'" + tool + "' -m '" + o_.model + "' " + args + " > '" + out + "' " + (both ? "2>&1" : "2>/dev/null");
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(out, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove(out.c_str());
+    if (rc != 0) loom::fail("bench peer: '{}' failed (exit {}): {}", cmd, rc, text.substr(text.size() > 400 ? text.size() - 400 : 0));
+    return text;
   }
   std::string path_;
   PeerOptions o_;

@@ -3,7 +3,8 @@
 //
 // Two adapters: llama.cpp through llama-cpp-python (scripts/peers/llama_cpp_peer.py, a child
 // process speaking JSON lines), and a llama-bench binary given by path (one `-r 1` run per
-// repetition, its JSON timing read back).
+// repetition, its JSON timing read back; batched decode through the llama-batched-bench beside
+// it). scripts/build-llama-tools builds both natively from the pinned llama.cpp sources.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -14,10 +14,12 @@
 #include "bench/ceiling.h"
 #include "bench/machine.h"
 #include "bench/measure.h"
+#include "bench/paired.h"
 #include "bench/peer.h"
 #include "bench/stats.h"
 #include "build_info.h"
 #include "backend/registry.h"
+#include "cli/bench_serve.h"
 #include "cli/bench_spec.h"
 #include "cli/verb.h"
 #include "common/error.h"
@@ -101,8 +103,6 @@ std::string test_name(const Test& t) {
 }
 
 void run_bench(const BenchArgs& a) {
-  const auto bundle = loom::runtime::ModelBundle::load(a.model, a.gguf);
-  const auto& model = bundle.model();
   loom::runtime::RunOptions ro;
   ro.threads = a.threads;
   ro.n_batch = a.n_batch;
@@ -125,6 +125,8 @@ void run_bench(const BenchArgs& a) {
     if (tests.empty()) loom::fail("--parallel needs -p and -n of at least one token each");
   }
   ro.n_ctx = max_pos + 1;
+  const auto bundle = loom::runtime::ModelBundle::load(a.model, a.gguf, ro.n_ctx);
+  const auto& model = bundle.model();
   ro.backend = a.backend;
   ro.kv_elem = loom::backend::parse_kv_elem(a.kv_type);
   auto engine = bundle.open_engine(ro);
@@ -140,37 +142,51 @@ void run_bench(const BenchArgs& a) {
   int step = 0;
   uint64_t seed = 42;
   for (auto& t : tests) {
-    for (int r = 0; r < a.warmup + a.reps; ++r) {
-      const bool warm = r < a.warmup;
-      progress(a, fmt::format("[{}/{}] {} rep {}{}", ++step, total, test_name(t), r + 1 - a.warmup,
-                              warm ? " (warm-up)" : ""));
-      if (t.kind == "parallel") {
-        const auto s = bench::measure_parallel(*engine, t.n, t.pp, t.tg, seed + r);
-        std::optional<bench::BatchedTiming> p;
-        if (peer) p = peer->batched(t.n, t.pp, t.tg);
-        if (warm) continue;
+    // Loom (A) then the peer (B) in every round, on the same token counts: bench/paired.h,
+    // the loop `loom tune`'s timing gate runs too. The values kept are filled in by the arms.
+    const auto show = [&](int round, int) {
+      const int r = round - a.warmup;
+      progress(a, fmt::format("[{}/{}] {} rep {}{}", ++step, total, test_name(t), r + 1, r < 0 ? " (warm-up)" : ""));
+    };
+    bench::PairedArm loom_arm, peer_arm;
+    if (t.kind == "parallel") {
+      loom_arm = [&](int r, bool warm) {
+        const auto s = bench::measure_parallel(*engine, t.n, t.pp, t.tg, seed + uint64_t(r + a.warmup));
+        if (warm) return 0.0;
         t.loom_tps.push_back(double(s.tg_tokens) / s.tg_seconds);
         t.loom_pp_tps.push_back(double(s.pp_tokens) / s.pp_seconds);
-        if (p) {
-          t.peer_tps.push_back(double(t.n) * t.tg / p->tg_seconds);
-          t.peer_pp_tps.push_back(double(t.n) * t.pp / p->pp_seconds);
-        }
-        continue;
-      }
-      // A then B with the same token count; the next pair starts where this one ended.
-      bench::Sample s = t.kind == "pp" ? bench::measure_pp(*engine, t.n, a.depth, seed + r)
-                                       : bench::measure_tg(*engine, t.n, a.depth, seed + r);
-      std::optional<bench::PeerTiming> p;
-      if (peer) p = t.kind == "pp" ? peer->pp(t.n, a.depth) : peer->tg(t.n, a.depth);
-      if (warm) continue;
-      t.loom_tps.push_back(t.n / s.seconds);
-      t.loom_sec.push_back(s.seconds);
-      t.loom_tok_sec.insert(t.loom_tok_sec.end(), s.token_seconds.begin(), s.token_seconds.end());
-      if (p) {
-        t.peer_tps.push_back(t.n / p->seconds);
-        t.peer_tok_sec.insert(t.peer_tok_sec.end(), p->token_seconds.begin(), p->token_seconds.end());
-      }
+        return t.loom_tps.back();
+      };
+      if (peer)
+        peer_arm = [&](int, bool warm) {
+          const auto p = peer->batched(t.n, t.pp, t.tg);
+          if (warm) return 0.0;
+          t.peer_tps.push_back(double(t.n) * t.tg / p.tg_seconds);
+          t.peer_pp_tps.push_back(double(t.n) * t.pp / p.pp_seconds);
+          return t.peer_tps.back();
+        };
+    } else {
+      // The next pair starts where this one ended.
+      loom_arm = [&](int r, bool warm) {
+        const uint64_t sd = seed + uint64_t(r + a.warmup);
+        const bench::Sample s = t.kind == "pp" ? bench::measure_pp(*engine, t.n, a.depth, sd)
+                                               : bench::measure_tg(*engine, t.n, a.depth, sd);
+        if (warm) return 0.0;
+        t.loom_tps.push_back(t.n / s.seconds);
+        t.loom_sec.push_back(s.seconds);
+        t.loom_tok_sec.insert(t.loom_tok_sec.end(), s.token_seconds.begin(), s.token_seconds.end());
+        return t.loom_tps.back();
+      };
+      if (peer)
+        peer_arm = [&](int, bool warm) {
+          const auto p = t.kind == "pp" ? peer->pp(t.n, a.depth) : peer->tg(t.n, a.depth);
+          if (warm) return 0.0;
+          t.peer_tps.push_back(t.n / p.seconds);
+          t.peer_tok_sec.insert(t.peer_tok_sec.end(), p.token_seconds.begin(), p.token_seconds.end());
+          return t.peer_tps.back();
+        };
     }
+    bench::run_paired(a.warmup, a.reps, loom_arm, peer_arm, show);
   }
   std::optional<Ceiling> ceil;
   if (a.ceiling) {
@@ -308,8 +324,9 @@ std::vector<int> parse_list(const std::string& s, const char* flag) {
 loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   auto a = std::make_shared<BenchArgs>();
   auto pp = std::make_shared<std::string>("512"), tg = std::make_shared<std::string>("128");
-  auto* c = root.add_subcommand("bench", "Measure prompt processing and generation speed (optionally vs llama.cpp)");
-  c->add_option("-m,--model", a->model, "model.gguf or model.loom")->required();
+  auto* c = root.add_subcommand("bench", "Measure prompt processing and generation speed (optionally vs llama.cpp); "
+                                         "`loom bench serve` load-tests a server");
+  c->add_option("-m,--model", a->model, "model.gguf or model.loom (required unless `serve`)");
   c->add_option("--gguf", a->gguf, "weights for a .loom program");
   c->add_option("-p,--pp", *pp, "prompt lengths, comma-separated (0 to skip)")->capture_default_str();
   c->add_option("-n,--tg", *tg, "generation lengths, comma-separated (0 to skip)")->capture_default_str();
@@ -339,7 +356,10 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   c->add_option("-f,--file", sp->prompt_file, "with --spec: the prompt, from a file");
   c->add_option("--prompt", sp->prompt, "with --spec: the prompt text");
   c->add_flag("--chat", sp->chat, "with --spec: wrap the prompt in the chat template as a user turn");
-  c->callback([a, pp, tg, par, sp, drafters] {
+  auto* serve = loom::cli::add_bench_serve(*c);
+  c->callback([a, pp, tg, par, serve, sp, drafters] {
+    if (serve->parsed()) return;  // `loom bench serve` ran instead
+    if (a->model.empty()) loom::fail("loom bench: --model is required (or `loom bench serve --url URL`)");
     if (!drafters->empty()) {
       std::stringstream ss(*drafters);
       for (std::string d; std::getline(ss, d, ',');)

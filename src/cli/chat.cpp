@@ -23,7 +23,7 @@ struct ChatArgs {
 };
 
 void chat(ChatArgs& a) {
-  const auto bundle = runtime::ModelBundle::load(a.gen.model, a.gen.gguf);
+  const auto bundle = runtime::ModelBundle::load(a.gen.model, a.gen.gguf, a.gen.n_ctx);
   bundle.chat_template();  // a model without one fails here, before the first prompt
   auto engine = bundle.open_engine(a.gen.run_options());
   const runtime::SamplerParams sampling = a.gen.sampler_params();

@@ -50,7 +50,7 @@ struct LogitsArgs {
 
 void run_logits(const LogitsArgs& a) {
   const auto ids = read_token_file(a.tokens);
-  auto bundle = runtime::ModelBundle::load(a.model, a.gguf);
+  auto bundle = runtime::ModelBundle::load(a.model, a.gguf, int64_t(ids.size()));
   if (!a.dump_dir.empty()) {  // the schedule's diagnosis key, so the plan records it
     auto& schedule = bundle.model().module.schedule;
     std::erase_if(schedule, [](const ir::ScheduleEntry& e) {

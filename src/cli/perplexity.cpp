@@ -40,7 +40,7 @@ std::string read_text(const std::string& path) {
 void run_perplexity(const PerplexityArgs& a) {
   if (a.text.empty() == a.tokens.empty()) loom::fail("give exactly one of -f TEXT and --tokens IDS");
   if (a.n_ctx < 4) loom::fail("-c must be at least 4, got {}", a.n_ctx);
-  const auto bundle = runtime::ModelBundle::load(a.model, a.gguf);
+  const auto bundle = runtime::ModelBundle::load(a.model, a.gguf, a.n_ctx);
   const auto& vocab = bundle.tokenizer().vocab();
   std::vector<int32_t> toks;
   if (!a.tokens.empty()) {

@@ -17,11 +17,12 @@ namespace {
 struct PortArgs {
   std::string model;
   std::string out;
+  int64_t n_ctx = 0;
 };
 
 void run_port(const PortArgs& a) {
   const gguf::File f = gguf::File::open(a.model);
-  ir::Module m = port::port(f);
+  ir::Module m = port::port(f, {.n_ctx = a.n_ctx});
   port::record_weights_path(m, a.model, a.out);
   ir::verify(m);
   const std::string text = ir::print(m);
@@ -45,6 +46,9 @@ loom::cli::RegisterVerb reg("port", [](CLI::App& root) {
   auto* cmd = root.add_subcommand("port", "write the .loom model program of a GGUF file (" + port::supported_list() + ")");
   cmd->add_option("model", args->model, "GGUF model file")->required();
   cmd->add_option("-o,--output", args->out, "output .loom file (default: standard output)");
+  cmd->add_option("-c,--ctx", args->n_ctx,
+                  "positions the program may hold (dims T, P; kv.n_ctx); 0: the model's trained context")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args] { run_port(*args); });
 });
 

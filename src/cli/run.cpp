@@ -107,7 +107,7 @@ void run_once(RunArgs& a) {
     ss << in.rdbuf();
     a.prompt = ss.str();
   }
-  const auto bundle = runtime::ModelBundle::load(a.gen.model, a.gen.gguf);
+  const auto bundle = runtime::ModelBundle::load(a.gen.model, a.gen.gguf, a.gen.n_ctx);
   std::vector<int32_t> ids;
   if (a.chat) {
     std::vector<text::ChatMessage> msgs;

@@ -39,7 +39,7 @@ void serve_main(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a crash
 
-  const auto bundle = runtime::ModelBundle::load(a.model, a.gguf);
+  const auto bundle = runtime::ModelBundle::load(a.model, a.gguf, a.n_ctx);
   runtime::RunOptions ro;
   ro.backend = a.backend;
   ro.threads = a.threads;

@@ -17,8 +17,15 @@ struct PortOptions {
   // is written out needs it to find and check its weights later; a GGUF run ported in memory is
   // bound to the very file it came from and skips it (a first run of a 400 MB file saves ~0.3 s).
   bool record_sha256 = true;
+  // Positions the program may hold (dims T and P, kv.n_ctx); 0: the model's trained context
+  // (GGUF <arch>.context_length). More than that is allowed, as llama.cpp allows it, and is a
+  // choice recorded in the program: quality past the trained context is the model's business.
+  int64_t n_ctx = 0;
 };
 ir::Module port(const gguf::File& f, const PortOptions& opts = {});
+
+// Sets the positions a program may hold: the bounds of dims T and P and `kv.n_ctx`.
+void set_context(ir::Module& m, int64_t n_ctx);
 
 using Porter = ir::Module (*)(const gguf::File&);
 struct Architecture {

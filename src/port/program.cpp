@@ -1,5 +1,7 @@
 #include "port/program.h"
 
+#include "port/port.h"
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -148,6 +150,13 @@ void record_sha256(ir::Module& m, const std::string& hex) {
   if (it == m.attrs.end()) return;
   if (hex.empty()) m.attrs.erase(it);
   else it->value = hex;
+}
+
+void set_context(ir::Module& m, int64_t n_ctx) {
+  for (auto& d : m.dims)
+    if (d.name == "T" || d.name == "P") d.hi = n_ctx;
+  for (auto& a : m.attrs)
+    if (a.name == "kv.n_ctx") a.value = n_ctx;
 }
 
 void record_weights_path(ir::Module& m, const std::string& gguf_path, const std::string& program_path) {

@@ -39,6 +39,8 @@ ir::Module port(const gguf::File& f, const PortOptions& opts) {
   for (const auto& a : architectures())
     if (arch == a.name) {
       ir::Module m = a.port(f);
+      if (opts.n_ctx < 0) loom::fail("{}: context {} is negative", f.path(), opts.n_ctx);
+      if (opts.n_ctx > 0) set_context(m, opts.n_ctx);
       record_sha256(m, opts.record_sha256 ? f.sha256() : "");
       return m;
     }

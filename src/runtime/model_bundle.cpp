@@ -7,9 +7,9 @@
 
 namespace loom::runtime {
 
-ModelBundle ModelBundle::load(const std::string& path, const std::string& gguf_override) {
+ModelBundle ModelBundle::load(const std::string& path, const std::string& gguf_override, int64_t min_ctx) {
   ModelBundle b;
-  b.model_ = load_model(path, gguf_override);
+  b.model_ = load_model(path, gguf_override, min_ctx);
   b.tok_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_gguf(*b.model_.file));
   return b;
 }
@@ -40,6 +40,9 @@ std::unique_ptr<Engine> ModelBundle::open_engine(const RunOptions& opts) const {
   const ir::SymDim* p = model_.module.find_dim("P");
   const int64_t bound = p ? p->hi : 0;
   if (eo.n_ctx <= 0) eo.n_ctx = int32_t(bound > 0 ? std::min<int64_t>(4096, bound) : 4096);
+  if (bound > 0 && eo.n_ctx > bound)
+    loom::fail("a context of {} positions is more than the program holds (dim P in [0, {}]); port the GGUF with "
+               "`loom port --ctx {}`, or run the GGUF itself with that context", eo.n_ctx, bound, eo.n_ctx);
   eo.max_seqs = opts.max_seqs;
   eo.n_batch = opts.n_batch;
   eo.n_blocks = opts.n_blocks;

@@ -18,7 +18,7 @@ namespace loom::runtime {
 struct RunOptions {
   std::string backend = "cpu";  // backend::make_backend name: "cpu" (fast) or "cpu-ref"
   int threads = 0;              // 0: the schedule's threads, else hardware concurrency
-  int32_t n_ctx = 0;            // 0: min(4096, the program's bound on positions)
+  int32_t n_ctx = 0;            // 0: min(4096, the program's bound on positions); more than the bound is refused
   backend::KvElem kv_elem = backend::KvElem::f16;
   int32_t n_batch = 512;
   int32_t max_seqs = 1;
@@ -27,7 +27,9 @@ struct RunOptions {
 
 class ModelBundle {
  public:
-  static ModelBundle load(const std::string& path, const std::string& gguf_override = "");
+  // `min_ctx`: positions the caller will ask open_engine() for (load_model: a GGUF is ported
+  // for at least that many).
+  static ModelBundle load(const std::string& path, const std::string& gguf_override = "", int64_t min_ctx = 0);
 
   const LoadedModel& model() const { return model_; }
   LoadedModel& model() { return model_; }  // e.g. a schedule entry added before open_engine()

@@ -1,6 +1,7 @@
 #include "runtime/model_loader.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -44,7 +45,7 @@ std::string find_weights(const ir::Module& m, const fs::path& program, const std
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path, const std::string& gguf_override) {
+LoadedModel load_model(const std::string& path, const std::string& gguf_override, int64_t min_ctx) {
   LoadedModel lm;
   if (ends_with(path, ".loom")) {
     std::ifstream in(path, std::ios::binary);
@@ -63,6 +64,12 @@ LoadedModel load_model(const std::string& path, const std::string& gguf_override
     if (!gguf_override.empty()) loom::fail("--gguf is for .loom programs; {} is already a GGUF", path);
     lm.file = std::make_unique<gguf::File>(gguf::File::open(path));
     lm.module = port::port(*lm.file, {.record_sha256 = false});  // bound to this very file
+    const ir::SymDim* p = lm.module.find_dim("P");
+    if (p && min_ctx > p->hi) {
+      std::fprintf(stderr, "warning: %s was trained on %lld positions; ported for %lld as asked\n", path.c_str(),
+                   (long long)p->hi, (long long)min_ctx);
+      port::set_context(lm.module, min_ctx);
+    }
     lm.origin = "ported from " + path;
   }
   return lm;

@@ -24,6 +24,9 @@ struct LoadedModel {
   std::string origin;                // "ported from …" / "parsed from …", for messages
 };
 
-LoadedModel load_model(const std::string& path, const std::string& gguf_override = "");
+// `min_ctx`: positions the caller will ask for. A GGUF is ported with a context of at least
+// that many (past its trained context if asked: llama.cpp allows it too, with a warning on
+// stderr); a `.loom` program keeps the bound it states, and the engine refuses more.
+LoadedModel load_model(const std::string& path, const std::string& gguf_override = "", int64_t min_ctx = 0);
 
 }  // namespace loom::runtime

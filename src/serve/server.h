@@ -67,6 +67,7 @@ class Server {
   std::atomic<bool> draining_{false};
   std::atomic<bool> expired_{false};  // the drain deadline passed: running jobs end now
   std::atomic<int> bound_port_{0};
+  int listen_socket_ = -1;  // the listening socket, to widen its accept backlog (listen())
 };
 
 }  // namespace loom::serve

@@ -121,3 +121,27 @@ def test_bench_json_and_parallel(loom_bin, tmp_path):
     assert all(t["loom_tps"]["median"] > 0 and t["loom_pp_tps"]["median"] > 0 for t in tests)
     bad = run_loom(loom_bin, "bench", "-m", model, "--parallel", "2", "-d", "8", check=False)
     assert bad.returncode != 0 and "--parallel" in bad.stderr
+
+
+def test_context_past_the_trained_one(loom_bin, tmp_path):
+    """The program bounds positions (dim P); `loom port --ctx N` writes another bound, a GGUF run
+    asked for more than its trained context is ported for it (with a warning, as llama.cpp
+    allows it), and an engine asked for more than a .loom program holds is refused by name."""
+    model = tmp_path / "tiny.gguf"
+    run_loom(loom_bin, "synth", "tiny-llama", model)  # trained context 256
+    prog = tmp_path / "tiny.loom"
+    run_loom(loom_bin, "port", model, "-o", prog, "--ctx", 1024)
+    text = prog.read_text()
+    assert "dim P in [0, 1024]" in text and "kv.n_ctx = 1024" in text, text[:600]
+    assert "dim P in [0, 256]" in run_loom(loom_bin, "port", model).stdout
+    # The .loom program holds 1024 positions: a bench at depth 600 runs, 2000 is refused.
+    r = run_loom(loom_bin, "bench", "-m", prog, "-p", "0", "-n", "4", "-d", "600", "-r", "1", "--warmup", "0",
+                 "--json", "-q")
+    assert json.loads(r.stdout)["tests"][0]["loom_tps"]["median"] > 0
+    bad = run_loom(loom_bin, "bench", "-m", prog, "-p", "0", "-n", "4", "-d", "2000", "-r", "1", check=False)
+    assert bad.returncode != 0 and "dim P in [0, 1024]" in bad.stderr and "--ctx" in bad.stderr, bad.stderr
+    # The GGUF itself is ported for what the bench needs, past its 256 trained positions.
+    r = run_loom(loom_bin, "bench", "-m", model, "-p", "0", "-n", "4", "-d", "400", "-r", "1", "--warmup", "0",
+                 "--json", "-q")
+    assert json.loads(r.stdout)["tests"][0]["loom_tps"]["median"] > 0
+    assert "trained on 256 positions" in r.stderr

@@ -1,0 +1,128 @@
+// The close of a session: held-out quality once on the final program, the final program timed
+// against the baseline, a clean rebuild from a fresh checkout of the final commit, a rollback
+// drill to the baseline commit, and the evidence bundle.
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.h"
+#include "tune/digest.h"
+#include "tune/evidence.h"
+#include "tune/git.h"
+#include "tune/session_state.h"
+
+namespace loom::tune {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json quality_json(const std::optional<Quality>& q) {
+  return q ? json{{"mean_loglik", q->mean_loglik}, {"tokens", q->tokens}} : json(nullptr);
+}
+
+// A fresh detached checkout of `commit`, opened and checked against `expected` outputs.
+GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const std::string& commit,
+                               const std::vector<float>& expected, const std::string& what) {
+  const std::string path = s.dir + "/" + name;
+  GateResult g{name};
+  try {
+    if (fs::exists(path)) git(s.manifest["workload"], {"worktree", "remove", "--force", path});
+    git(s.manifest["workload"], {"worktree", "add", "-q", "--detach", path, commit});
+    auto arm = s.open(s.program_in(path));
+    const auto got = reference_outputs(*arm, s);
+    g.passed = got.size() == expected.size() && std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0;
+    g.metrics = {{"commit", commit}, {"values", got.size()}};
+    g.detail = g.passed ? what + ": outputs reproduced bit for bit" : what + ": outputs differ";
+  } catch (const std::exception& e) {
+    g.detail = what + ": " + e.what();
+  }
+  try {
+    git(s.manifest["workload"], {"worktree", "remove", "--force", path});
+  } catch (const std::exception&) {
+  }
+  return g;
+}
+
+}  // namespace
+
+bool close_session(SessionState& s) {
+  std::vector<GateResult> close;
+  const std::string final_commit = git(s.worktree, {"rev-parse", "HEAD"});
+  const std::string final_program = s.program_in(s.worktree);
+  // Held-out: scored now, once, on the final program (and the baseline, for the comparison);
+  // never seen by a gate during selection.
+  std::optional<Quality> held_base, held_final;
+  if (!s.c.heldout.empty()) {
+    const auto texts = tokenize_for(s.spec(s.baseline_program()), s.c.heldout, 2);
+    held_base = score_quality(*s.baseline, texts);
+    held_final = score_quality(*s.current, texts);
+  }
+  GateResult held = quality_gate(held_base, held_final, s.c.quality_drop, s.c.allow_unscored);
+  held.name = "heldout_quality";
+  close.push_back(held);
+
+  json final_timing = nullptr;
+  if (s.kept > 0) {
+    const auto t = time_pair(*s.baseline, *s.current, s.c, s.gate_inputs(9999), s.c.pairs, process_threads());
+    const auto r = bench::paired_ratio(t.a_tps, t.b_tps);
+    final_timing = {{"pairs", r.pairs}, {"ratio_median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}},
+                    {"tps_median", bench::quantile(t.b_tps, 0.5)}};
+  }
+  const auto final_outputs = reference_outputs(*s.current, s);
+  close.push_back(fresh_checkout_gate(s, "clean_rebuild", final_commit, final_outputs,
+                                      "a fresh checkout of the final commit, compiled again"));
+  const auto base_outputs = reference_outputs(*s.baseline, s);
+  close.push_back(fresh_checkout_gate(s, "rollback_drill", s.base_commit, base_outputs,
+                                      "the baseline commit checked out again and health-checked"));
+  bool all = true;
+  for (const auto& g : close) all = all && g.passed;
+
+  // The bundle.
+  const std::string ev = s.dir + "/evidence";
+  fs::create_directories(ev);
+  const json& pins = s.manifest["pins"];
+  write_text(ev + "/pin_ledger.json", pins.dump(2) + "\n");
+  json ledger = {{"schema_version", "loom.acceptance_ledger.v1"}, {"candidates", json::array()}, {"close", json::array()}};
+  for (const auto& e : s.entries())
+    ledger["candidates"].push_back({{"id", e["id"]}, {"decision", e["decision"]}, {"gates", e["gates"]}});
+  for (const auto& g : close) ledger["close"].push_back(g.to_json());
+  write_text(ev + "/acceptance_ledger.json", ledger.dump(2) + "\n");
+  int unscored = 0;
+  for (const auto& e : s.entries()) unscored += e["decision"] == "keep" && e["unscored"].get<bool>();
+  const std::string final_sha = sha256_file(final_program);
+  const auto& b = s.manifest["baseline"];
+  json breakdown = {
+      {"schema_version", kBreakdownSchema},
+      {"session", {{"id", s.id}, {"branch", s.branch}, {"base_commit", s.base_commit}, {"final_commit", final_commit},
+                   {"producers", {{"search", s.manifest["options"]["search"]}, {"agent", s.manifest["options"]["agent"]}}},
+                   {"budget", s.manifest["options"]["budget"]}}},
+      {"workload", {{"dir", s.manifest["workload"]}, {"program", s.c.program}, {"model_sha256", s.c.gguf_sha256},
+                    {"backend", s.c.backend}, {"threads", s.c.threads}, {"contract_sha256", pins["workload"]["contract_sha256"]},
+                    {"cache_state", s.c.cache_state}, {"min_gain", s.c.min_gain}, {"pairs", s.c.pairs}}},
+      {"baseline", {{"program_sha256", pins["program"]["sha256"]}, {"tps_median", b["tps_median"]},
+                    {"self_timing", b["self_timing"]}, {"selection_quality", b["selection_quality"]},
+                    {"heldout_quality", quality_json(held_base)},
+                    {"reference_outputs_sha256", b["reference_outputs_sha256"]}}},
+      {"final", {{"program_sha256", final_sha}, {"commit", final_commit}, {"kept", s.kept},
+                 {"vs_baseline", final_timing},
+                 {"gain_pct", final_timing.is_null() ? json(nullptr) : json((final_timing["ratio_median"].get<double>() - 1) * 100)},
+                 {"selection_quality", quality_json(s.current_quality)}, {"heldout_quality", quality_json(held_final)},
+                 {"summary", s.kept == 0 ? "the baseline is already the best point found: nothing kept"
+                                         : fmt::format("{} change(s) kept", s.kept)}}},
+      {"optimizations", {{"entries", s.entries()}}},
+      {"validation", {{"unscored_keep_count", unscored}, {"close_gates_passed", all},
+                      {"close", ledger["close"]}}},
+  };
+  write_text(ev + "/session_breakdown.json", breakdown.dump(2) + "\n");
+  const json invocation = {{"session", s.id}, {"workload", s.manifest["workload"]}, {"base_commit", s.base_commit},
+                           {"options", s.manifest["options"]}};
+  write_text(ev + "/provenance.json", provenance_statement(s.c.program, final_sha, pins, invocation).dump(2) + "\n");
+  s.say(fmt::format("closed: {}; close gates {}", breakdown["final"]["summary"].get<std::string>(),
+                    all ? "passed" : "FAILED"));
+  s.log.close();
+  seal_bundle(ev);
+  return all;
+}
+
+}  // namespace loom::tune

@@ -1,0 +1,47 @@
+// What a running session holds, shared by its run loop (session.cpp) and its close (close.cpp).
+#pragma once
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tune/arm.h"
+#include "tune/contract.h"
+#include "tune/gates.h"
+#include "tune/session.h"
+#include "tune/verdict.h"
+
+namespace loom::tune {
+
+struct SessionState {
+  SessionOptions opts;
+  Contract c;                 // read from the original checkout; c.dir is that checkout
+  std::string id, dir, worktree, branch, base_commit;
+  nlohmann::json manifest;    // manifest.json: written after every decision
+  std::ofstream log;
+
+  std::unique_ptr<Arm> baseline, current;
+  std::optional<Quality> baseline_quality, current_quality;
+  std::vector<std::vector<int32_t>> timing_tokens, selection_tokens;
+  int kept = 0;
+
+  std::string program_in(const std::string& root) const { return root + "/" + c.program; }
+  std::string baseline_program() const { return dir + "/baseline/program.loom"; }
+  ArmSpec spec(const std::string& program) const;
+  std::unique_ptr<Arm> open(const std::string& program) const { return open_engine_arm(spec(program)); }
+  GateInputs gate_inputs(uint64_t salt) const;
+  void say(const std::string& line);
+  void save_manifest() const;
+  nlohmann::json& entries() { return manifest["entries"]; }
+};
+
+// The close: held-out quality once, final vs baseline timing, clean rebuild, rollback drill,
+// the evidence bundle. Returns whether every close gate passed.
+bool close_session(SessionState& s);
+
+// Baseline outputs on the timing and selection prompts, concatenated (the reference outputs).
+std::vector<float> reference_outputs(Arm& arm, const SessionState& s);
+
+}  // namespace loom::tune

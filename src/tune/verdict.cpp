@@ -1,0 +1,106 @@
+#include "tune/verdict.h"
+
+#include <atomic>
+#include <thread>
+
+#include "bench/paired.h"
+
+namespace loom::tune {
+
+using nlohmann::json;
+
+json Verdict::to_json() const {
+  json g = json::array();
+  for (const auto& x : gates) g.push_back(x.to_json());
+  return {{"gates", g}, {"decision", keep ? "keep" : "revert"}, {"unscored", unscored}};
+}
+
+PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, int pairs, int threads_before) {
+  PairedTiming out;
+  std::atomic<bool> stop{false};
+  std::atomic<int> seen{0}, in_b{0};
+  // Samples the process's threads while B runs: a candidate that starts workers behind the
+  // contract's back shows them here even when it joins them before returning.
+  std::thread watcher([&] {
+    while (!stop.load()) {
+      if (in_b.load()) seen = std::max(seen.load(), process_threads());
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  const auto input = [&](int round) {
+    const size_t k = size_t(round + c.warmup) % in.timing_lengths.size();
+    return fresh_inputs(in.seed * 1000003 + uint64_t(round + c.warmup), 1, in.timing_lengths[k], a.vocab())[0];
+  };
+  const auto rate = [](const Timed& t) { return (t.prompt_tokens + t.generated_tokens) / t.seconds(); };
+  try {
+    const auto run = bench::run_paired(
+        c.warmup, pairs, [&](int r, bool) { return rate(a.timed_run(input(r), c.generate_tokens)); },
+        [&](int r, bool warm) {
+          in_b = 1;
+          const Timed t = b.timed_run(input(r), c.generate_tokens);
+          in_b = 0;
+          // Persistent workers are visible at any time, however short the run was.
+          seen = std::max(seen.load(), process_threads());
+          if (!warm) out.b_runs.push_back(t);
+          return rate(t);
+        });
+    out.a_tps = run.a;
+    out.b_tps = run.b;
+  } catch (...) {
+    stop = true;
+    watcher.join();
+    throw;
+  }
+  stop = true;
+  watcher.join();
+  out.extra_threads = std::max(0, seen.load() - 1 /*the watcher*/ - threads_before);
+  return out;
+}
+
+Verdict judge(Arm& current, Arm& candidate, const Contract& c, const GateInputs& in, int threads_before) {
+  Verdict v;
+  const auto pass = [&](GateResult g) {
+    v.gates.push_back(std::move(g));
+    return v.gates.back().passed;
+  };
+  const auto finish = [&]() {
+    for (const char* name : {"structural", "repeat_input", "numerical", "quality", "threads", "timing", "slo"}) {
+      bool seen = false;
+      for (const auto& g : v.gates) seen = seen || g.name == name;
+      if (!seen) v.gates.push_back({name, false, "not run: an earlier gate failed", json::object()});
+    }
+    return v;
+  };
+  // Fresh inputs, different for every candidate: the outputs compared are computed now, by
+  // both arms, never looked up. X, Y, X for the repeat check; the numerical gate uses X and Y.
+  const int len = *std::max_element(in.timing_lengths.begin(), in.timing_lengths.end());
+  const auto fresh = fresh_inputs(in.seed, 2, len, current.vocab());
+  std::vector<Observation> cand, base;
+  try {
+    cand.push_back(observe(candidate, fresh[0]));
+    cand.push_back(observe(candidate, fresh[1]));
+    cand.push_back(observe(candidate, fresh[0]));
+  } catch (const std::exception& e) {
+    pass({"structural", false, std::string("the candidate failed to run: ") + e.what()});
+    return finish();
+  }
+  if (!pass(structural_gate(cand))) return finish();
+  if (!pass(repeat_input_gate(cand[0], cand[1], cand[2]))) return finish();
+  base.push_back(observe(current, fresh[0]));
+  base.push_back(observe(current, fresh[1]));
+  if (!pass(numerical_gate(base, {cand[0], cand[1]}, c.rtol, c.atol))) return finish();
+  if (!in.selection.empty()) v.quality = score_quality(candidate, in.selection);
+  v.unscored = !v.quality;
+  if (!pass(quality_gate(in.current_quality, v.quality, c.quality_drop, c.allow_unscored))) return finish();
+  const auto t = time_pair(current, candidate, c, in, c.pairs, threads_before);
+  v.a_tps = t.a_tps;
+  v.b_tps = t.b_tps;
+  v.candidate_runs = t.b_runs;
+  const bool threads_ok = pass(threads_gate(c.threads, candidate.threads(), t.extra_threads));
+  const bool timing_ok = pass(timing_gate(t.a_tps, t.b_tps, c.min_gain, 10));
+  const bool slo_ok = pass(slo_gate(c, t.b_runs));
+  v.keep = threads_ok && timing_ok && slo_ok;
+  return v;
+}
+
+}  // namespace loom::tune

@@ -1,0 +1,44 @@
+// Running every gate on one candidate against the session's current program, in order of
+// cost (build, structural, repeat-input, numerical, quality, then timing with its thread
+// count and SLOs); the first failure decides, and the gates after it are recorded as not run.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "tune/arm.h"
+#include "tune/contract.h"
+#include "tune/gates.h"
+
+namespace loom::tune {
+
+struct GateInputs {
+  std::vector<int> timing_lengths;                 // prompt lengths (tokens) of the timing prompts
+  std::vector<std::vector<int32_t>> selection;     // selection texts, tokenized
+  std::optional<Quality> current_quality;          // of the current program (null: no selection set)
+  uint64_t seed = 1;                               // fresh inputs for this candidate
+};
+
+struct Verdict {
+  std::vector<GateResult> gates;
+  bool keep = false;
+  bool unscored = false;  // kept (or would be) without a quality signal
+  std::optional<Quality> quality;
+  std::vector<double> a_tps, b_tps;  // the timing gate's pairs (current, candidate)
+  std::vector<Timed> candidate_runs;
+  nlohmann::json to_json() const;
+};
+
+// Paired interleaved timing of two arms through bench::run_paired on fresh inputs per pair;
+// `extra_threads` gets the most OS threads seen beyond `threads_before` while B ran.
+struct PairedTiming {
+  std::vector<double> a_tps, b_tps;
+  std::vector<Timed> b_runs;
+  int extra_threads = 0;
+};
+PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, int pairs, int threads_before);
+
+// `threads_before`: process_threads() just before the candidate's arm was opened.
+Verdict judge(Arm& current, Arm& candidate, const Contract& c, const GateInputs& in, int threads_before);
+
+}  // namespace loom::tune

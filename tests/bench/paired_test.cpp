@@ -1,0 +1,37 @@
+// The one paired loop (bench/paired.h): A then B in every round, the same round number for
+// both (so both draw the same input), warm-up rounds run but not counted.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "bench/paired.h"
+#include "common/error.h"
+
+TEST(PairedLoop, InterleavesAbWithWarmupDiscarded) {
+  std::string order;
+  std::vector<int> rounds_a, rounds_b;
+  const auto run = bench::run_paired(
+      2, 3,
+      [&](int r, bool warm) {
+        order += warm ? 'a' : 'A';
+        rounds_a.push_back(r);
+        return 10.0 + r;
+      },
+      [&](int r, bool warm) {
+        order += warm ? 'b' : 'B';
+        rounds_b.push_back(r);
+        return 20.0 + r;
+      });
+  EXPECT_EQ(order, "ababABABAB");
+  EXPECT_EQ(rounds_a, rounds_b);
+  EXPECT_EQ(rounds_a, (std::vector<int>{-2, -1, 0, 1, 2}));
+  EXPECT_EQ(run.a, (std::vector<double>{10, 11, 12}));
+  EXPECT_EQ(run.b, (std::vector<double>{20, 21, 22}));
+}
+
+TEST(PairedLoop, SingleArmAndBadCounts) {
+  const auto run = bench::run_paired(0, 2, [](int, bool) { return 1.0; }, {});
+  EXPECT_EQ(run.a.size(), 2u);
+  EXPECT_TRUE(run.b.empty());
+  EXPECT_THROW(bench::run_paired(0, 0, [](int, bool) { return 1.0; }, {}), loom::Error);
+}
