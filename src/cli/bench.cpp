@@ -20,6 +20,7 @@
 #include "build_info.h"
 #include "backend/registry.h"
 #include "cli/bench_serve.h"
+#include "cli/bench_spec.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "quant/simd/kernels.h"
@@ -345,10 +346,33 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   c->add_flag("--ceiling", a->ceiling, "also measure read bandwidth and int8 peak: the tg and pp ceilings for this file");
   c->add_flag("--json", a->as_json, "machine-readable output");
   c->add_flag("-q,--quiet", a->quiet, "no progress line");
+  // Speculative decoding: decode t/s of one real prompt, plain and with each drafter.
+  auto sp = std::make_shared<loom::cli::SpecBenchArgs>();
+  auto drafters = std::make_shared<std::string>();
+  c->add_option("--spec", *drafters,
+                "compare speculative decoding with plain decoding on a prompt (-f): drafters, comma-separated "
+                "(lookup, draft:PATH, layers:K); -n is the tokens generated");
+  c->add_option("--draft-max", sp->draft_max, "with --spec: most draft tokens per step")->capture_default_str();
+  c->add_option("-f,--file", sp->prompt_file, "with --spec: the prompt, from a file");
+  c->add_option("--prompt", sp->prompt, "with --spec: the prompt text");
+  c->add_flag("--chat", sp->chat, "with --spec: wrap the prompt in the chat template as a user turn");
   auto* serve = loom::cli::add_bench_serve(*c);
-  c->callback([a, pp, tg, par, serve] {
+  c->callback([a, pp, tg, par, serve, sp, drafters] {
     if (serve->parsed()) return;  // `loom bench serve` ran instead
     if (a->model.empty()) loom::fail("loom bench: --model is required (or `loom bench serve --url URL`)");
+    if (!drafters->empty()) {
+      std::stringstream ss(*drafters);
+      for (std::string d; std::getline(ss, d, ',');)
+        if (!d.empty()) sp->drafters.push_back(d);
+      sp->model = a->model, sp->gguf = a->gguf, sp->backend = a->backend, sp->kv_type = a->kv_type;
+      sp->reps = a->reps, sp->warmup = a->warmup, sp->threads = a->threads;
+      sp->as_json = a->as_json, sp->quiet = a->quiet;
+      const auto n = parse_list(*tg, "--tg");
+      if (n.size() != 1) loom::fail("--spec measures one generation length: give -n N");
+      sp->tokens = n[0];
+      loom::cli::run_spec_bench(*sp);
+      return;
+    }
     a->pp = parse_list(*pp, "--pp");
     a->tg = parse_list(*tg, "--tg");
     a->parallel = parse_list(*par, "--parallel");

@@ -27,6 +27,7 @@ void chat(ChatArgs& a) {
   bundle.chat_template();  // a model without one fails here, before the first prompt
   auto engine = bundle.open_engine(a.gen.run_options());
   const runtime::SamplerParams sampling = a.gen.sampler_params();
+  const runtime::spec::Speculation speculation = a.gen.speculation(bundle);
   std::vector<text::ChatMessage> history;
   auto start = [&] {
     history.clear();
@@ -57,6 +58,7 @@ void chat(ChatArgs& a) {
     req.sampling.seed = sampling.seed + turn++;  // one seed per turn, all from the one printed
     req.max_tokens = a.n_predict;
     req.cache_prefix = true;  // the next turn starts from this one's blocks
+    req.speculation = speculation;
     const auto sub = engine->submit(std::move(req));
     if (!sub.ok()) {  // e.g. the conversation outgrew the context: keep the chat alive
       history.pop_back();
@@ -87,6 +89,7 @@ void chat(ChatArgs& a) {
     if (a.verbose || !eog)
       std::fprintf(stderr, "[%s; %d prompt tokens re-used from the cache%s]\n", end.stats.speed_line().c_str(),
                    end.stats.reused_tokens, eog ? "" : "; stopped by the token limit");
+    if (a.verbose && end.stats.verify_steps > 0) std::fprintf(stderr, "[%s]\n", speculation_line(end.stats).c_str());
   }
   std::printf("\n");
 }

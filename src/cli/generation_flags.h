@@ -8,6 +8,7 @@
 #include "runtime/engine.h"
 #include "runtime/model_bundle.h"
 #include "runtime/sampler.h"
+#include "runtime/spec/drafter.h"
 
 namespace loom::cli {
 
@@ -19,11 +20,20 @@ struct GenerationFlags {
   std::string kv_type = "f16";
   runtime::SamplerParams sampling;
   int64_t seed = -1;  // -1: from the clock (printed so a run can be repeated)
+  std::string spec;        // speculative decoding: lookup, draft:PATH, layers:K (runtime/spec/source.h)
+  int32_t draft_max = runtime::spec::Speculation::kDefaultDraftMax;
 
   void add_to(CLI::App& cmd);
   runtime::RunOptions run_options() const;
   runtime::SamplerParams sampler_params();  // resolves the seed
+  // The drafter --spec names, opened for `bundle` (no source: no speculation).
+  runtime::spec::Speculation speculation(const runtime::ModelBundle& bundle) const;
 };
+
+// Adds --spec and --draft-max to a verb (run, chat, bench, serve share their meaning).
+void add_spec_flags(CLI::App& cmd, std::string& spec, int32_t& draft_max);
+// "speculation: 212 drafted, 150 accepted (70.8%), 2.9 tokens per verifying step", or "".
+std::string speculation_line(const runtime::RequestStats& s);
 
 // Drives the engine until request `id` ends, writing each text piece to stdout as it comes;
 // returns the final event (its finish reason and statistics).

@@ -1,15 +1,19 @@
 // `loom run -m model.gguf|model.loom -p "prompt" -n N`: one prompt, streamed completion on
 // stdout, speed line on stderr — one request on a runtime::Engine. --chat wraps the prompt as
 // one user turn of the model's chat template; --raw (the default) feeds it as is.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "cli/generation_flags.h"
 #include "backend/registry.h"
 #include "cli/verb.h"
 #include "common/error.h"
+#include "runtime/spec/source.h"
 
 namespace loom::cli {
 
@@ -31,6 +35,27 @@ void GenerationFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str();
   cmd.add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str();
   cmd.add_option("--seed", seed, "sampling seed (-1: from the clock)");
+  add_spec_flags(cmd, spec, draft_max);
+}
+
+void add_spec_flags(CLI::App& cmd, std::string& spec, int32_t& draft_max) {
+  cmd.add_option("--spec", spec,
+                 "speculative decoding: lookup (n-grams of the prompt and text so far), draft:PATH (a draft "
+                 "model of the same vocabulary), layers:K (the model's first K layers), none");
+  cmd.add_option("--draft-max", draft_max, "most draft tokens verified per step (adapted to the acceptance rate)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+}
+
+runtime::spec::Speculation GenerationFlags::speculation(const runtime::ModelBundle& bundle) const {
+  return {runtime::spec::open_draft_source(spec, bundle, run_options()), draft_max};
+}
+
+std::string speculation_line(const runtime::RequestStats& s) {
+  if (s.verify_steps == 0) return {};
+  return fmt::format("speculation: {} drafted, {} accepted ({:.1f}%), {:.2f} tokens per verifying step", s.drafted,
+                     s.draft_accepted, 100.0 * s.draft_accepted / std::max(1, s.drafted),
+                     1.0 + double(s.draft_accepted) / s.verify_steps);
 }
 
 runtime::RunOptions GenerationFlags::run_options() const {
@@ -99,6 +124,7 @@ void run_once(RunArgs& a) {
   req.sampling = a.gen.sampler_params();
   req.max_tokens = a.n_predict;
   req.cache_prefix = false;  // one request: nothing to share with
+  req.speculation = a.gen.speculation(bundle);
   const auto sub = engine->submit(std::move(req));
   if (!sub.ok()) loom::fail("{}", sub.refused);
   if (!a.chat) {
@@ -110,6 +136,7 @@ void run_once(RunArgs& a) {
   std::fflush(stdout);
   if (end.finish == runtime::Finish::error) loom::fail("{}", end.error);
   std::fprintf(stderr, "%s\n", end.stats.speed_line().c_str());
+  if (const auto line = speculation_line(end.stats); !line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 const RegisterVerb reg("run", [](CLI::App& root) {

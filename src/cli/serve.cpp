@@ -11,7 +11,9 @@
 #include "backend/registry.h"
 #include "cli/verb.h"
 #include "common/error.h"
+#include "cli/generation_flags.h"
 #include "runtime/model_bundle.h"
+#include "runtime/spec/source.h"
 #include "serve/server.h"
 
 namespace loom::cli {
@@ -22,6 +24,8 @@ struct ServeArgs {
   int threads = 0;
   int32_t n_ctx = 0, parallel = 4;
   double drain_s = 10;
+  std::string spec;
+  int32_t draft_max = runtime::spec::Speculation::kDefaultDraftMax;
   serve::ServerOptions opts;
 };
 
@@ -43,6 +47,7 @@ void serve_main(ServeArgs& a) {
   ro.kv_elem = backend::parse_kv_elem(a.kv_type);
   ro.max_seqs = a.parallel;
   auto engine = bundle.open_engine(ro);
+  a.opts.speculation = {runtime::spec::open_draft_source(a.spec, bundle, ro), a.draft_max};
   a.opts.model_name = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
   serve::Server server(bundle, *engine, a.opts);
   std::atomic<bool> listening_ended{false};
@@ -83,6 +88,7 @@ const RegisterVerb reg("serve", [](CLI::App& root) {
   cmd->add_option("--timeout", a->opts.request_timeout_s, "seconds a request may run")->capture_default_str();
   cmd->add_option("--io-timeout", a->opts.io_timeout_s, "seconds a connection may stall reading or writing")
       ->capture_default_str();
+  add_spec_flags(*cmd, a->spec, a->draft_max);
   cmd->add_option("--drain-timeout", a->drain_s, "seconds running requests get after SIGTERM")->capture_default_str();
   cmd->callback([a] { serve_main(*a); });
 });

@@ -6,6 +6,8 @@
 
 #include "common/error.h"
 #include "runtime/scheduler.h"
+#include "runtime/spec/draft_length.h"
+#include "runtime/spec/verify.h"
 
 namespace loom::runtime {
 
@@ -47,6 +49,9 @@ struct Engine::Sequence {
   BlockKey last_key = 0;        // the key of block n_indexed - 1 (0: none yet)
   RequestStats stats;
   Clock::time_point submitted, admitted, first_token;
+  std::unique_ptr<spec::Drafter> drafter;  // speculative decoding, when the request asks
+  spec::DraftLength draft_len;
+  std::vector<int32_t> drafts;             // this step's, verified after the last token
 };
 
 Engine::Engine(std::unique_ptr<backend::Plan> plan, EngineOptions opts, const text::Tokenizer* tok)
@@ -192,6 +197,10 @@ bool Engine::admit(Sequence& s) {
   s.tokens = prompt;
   for (int32_t t : prompt) s.sampler.accept(t);
   if (tok_) s.stream.emplace(*tok_);
+  if (s.req.speculation.source && s.req.speculation.draft_max > 0) {
+    s.drafter = s.req.speculation.source->make();
+    s.draft_len = spec::DraftLength(s.req.speculation.draft_max);
+  }
   s.stats.prompt_tokens = int32_t(prompt.size());
   s.stats.reused_tokens = s.n_computed;
   s.stats.evaluated_tokens = int32_t(prompt.size()) - s.n_computed;
@@ -237,25 +246,84 @@ void Engine::finish(Sequence& s, Finish why, std::vector<Event>& events, std::st
 // Samples the sequence's next token from its logits row; reports it, and ends the request
 // when the token or the limits say so.
 void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events) {
-  const auto now = Clock::now();
   if (s.stats.generated == 0) {
-    s.first_token = now;
-    s.stats.prompt_seconds = seconds(s.admitted, now);
+    s.first_token = Clock::now();
+    s.stats.prompt_seconds = seconds(s.admitted, s.first_token);
   }
   if (s.req.max_tokens >= 0 && s.stats.generated >= s.req.max_tokens) {  // max_tokens 0: the prompt only
     finish(s, Finish::length, events);
     return;
   }
-  const int32_t t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)));
+  emit(s, s.sampler.sample(std::span<const float>(logits, size_t(vocab_))), logits, events);
+}
+
+// Reports token t, chosen from `logits`; true when it ended the request.
+bool Engine::emit(Sequence& s, int32_t t, const float* logits, std::vector<Event>& events) {
   s.sampler.accept(t);
   ++s.stats.generated;
-  if (!s.req.ignore_eog && tok_ && tok_->vocab().is_eog(t)) return finish(s, Finish::eog, events, {}, {}, t);
-  if (s.req.stop.count(t)) return finish(s, Finish::stop, events, {}, {}, t);
-  std::string piece = s.stream ? s.stream->push(t) : std::string();
-  const bool at_limit = s.req.max_tokens >= 0 && s.stats.generated >= s.req.max_tokens;
-  if (at_limit || s.n_computed >= opts_.n_ctx) return finish(s, Finish::length, events, {}, std::move(piece), t);
-  s.tokens.push_back(t);
-  events.push_back({s.id, t, std::move(piece), Finish::none, {}, {}, {}});
+  const size_t at = events.size();
+  if (!s.req.ignore_eog && tok_ && tok_->vocab().is_eog(t)) {
+    finish(s, Finish::eog, events, {}, {}, t);
+  } else if (s.req.stop.count(t)) {
+    finish(s, Finish::stop, events, {}, {}, t);
+  } else {
+    std::string piece = s.stream ? s.stream->push(t) : std::string();
+    const bool at_limit = s.req.max_tokens >= 0 && s.stats.generated >= s.req.max_tokens;
+    if (at_limit || s.n_computed >= opts_.n_ctx) {
+      finish(s, Finish::length, events, {}, std::move(piece), t);
+    } else {
+      s.tokens.push_back(t);
+      events.push_back({s.id, t, std::move(piece), Finish::none, {}, {}, {}});
+    }
+  }
+  if (s.req.logprobs) events[at].logprobs = token_logprobs({logits, size_t(vocab_)}, t, s.req.top_logprobs);
+  return events[at].finish != Finish::none;
+}
+
+// The drafts this step verifies after the sequence's last token: as many as the adaptive
+// length asks, no more than the tokens the request may still emit (less the one the target
+// adds) and the positions left in the context, so the step's rows stay inside the blocks the
+// request reserved at admission.
+void Engine::propose(Sequence& s) {
+  s.drafts.clear();
+  if (!s.drafter || !s.decoding || s.tokens.size() != size_t(s.n_computed) + 1) return;
+  int32_t k = s.draft_len.next();
+  if (s.req.max_tokens >= 0) k = std::min(k, s.req.max_tokens - s.stats.generated - 1);
+  k = std::min(k, opts_.n_ctx - s.n_computed - 1);
+  if (k <= 0) return;
+  try {
+    s.drafts = s.drafter->draft(s.tokens, k);
+  } catch (const loom::Error&) {
+    s.drafter.reset();  // e.g. the draft model's pool ran out: decode this one plainly from now on
+    s.drafts.clear();
+  }
+  if (s.drafts.size() > size_t(k)) s.drafts.resize(size_t(k));
+  for (int32_t d : s.drafts)
+    if (d < 0 || d >= vocab_) return s.drafts.clear();
+}
+
+// Rows [0, 1 + drafts) of the step verify the drafts left to right (spec/verify.h): row j
+// decides the token after position n_computed + j; each accepted draft lets row j + 1 decide
+// the next, so 1 + accepted tokens are emitted. Rows of rejected drafts hold KV that nothing
+// reads: those positions are past n_computed and are written again when reached.
+void Engine::verify(Sequence& s, const float* rows, std::vector<Event>& events) {
+  const int32_t base = s.n_computed, n_draft = int32_t(s.drafts.size());
+  int32_t accepted = 0;
+  // Counted before the tokens go out: the event that ends the request carries the statistics.
+  s.stats.drafted += n_draft;
+  s.stats.verify_steps += n_draft > 0;
+  for (int32_t j = 0; j <= n_draft; ++j) {
+    const float* row = rows + size_t(j) * size_t(vocab_);
+    s.n_computed = base + j + 1;  // positions up to the one this row's token sits at are committed
+    spec::Verdict v{-1, false};
+    if (j < n_draft) v = spec::verify_draft(s.sampler, {row, size_t(vocab_)}, s.drafts[size_t(j)]);
+    else v.token = s.sampler.sample({row, size_t(vocab_)});
+    if (v.accepted) ++accepted, ++s.stats.draft_accepted;
+    if (emit(s, v.token, row, events) || !v.accepted) break;
+  }
+  s.draft_len.record(n_draft, accepted);
+  if (s.req.cache_prefix && !s.blocks.empty()) index_full_blocks(s);
+  s.drafts.clear();
 }
 
 std::vector<Event> Engine::step() {
@@ -266,7 +334,10 @@ std::vector<Event> Engine::step() {
     waiting_.pop_front();
   }
   std::vector<SeqProgress> progress;
-  for (const auto& s : running_) progress.push_back({int32_t(s->tokens.size()) - s->n_computed, s->decoding});
+  for (const auto& s : running_) {
+    propose(*s);
+    progress.push_back({int32_t(s->tokens.size()) - s->n_computed, s->decoding, int32_t(s->drafts.size())});
+  }
   const auto slices = schedule_step(progress, opts_.n_batch, rotate_);
   if (slices.empty()) return events;
   rotate_ += size_t(opts_.n_batch);
@@ -275,11 +346,13 @@ std::vector<Event> Engine::step() {
   for (size_t k = 0; k < slices.size(); ++k) {
     Sequence& s = *running_[slices[k].seq];
     grow(s.blocks, s.reserved, s.n_computed + slices[k].count);
+    if (s.decoding) s.drafts.resize(size_t(slices[k].count - 1));  // the budget may have cut them
     for (int32_t i = 0; i < slices[k].count; ++i) {
-      batch.tokens.push_back(s.tokens[size_t(s.n_computed + i)]);
+      const bool draft = s.decoding && i > 0;
+      batch.tokens.push_back(draft ? s.drafts[size_t(i - 1)] : s.tokens[size_t(s.n_computed + i)]);
       batch.positions.push_back(s.n_computed + i);
       batch.seq_ids.push_back(int32_t(k));
-      batch.want_logits.push_back(slices[k].logits && i + 1 == slices[k].count);
+      batch.want_logits.push_back(slices[k].logits && (s.decoding || i + 1 == slices[k].count));
     }
     batch.block_tables.push_back(s.blocks);
   }
@@ -300,15 +373,18 @@ std::vector<Event> Engine::step() {
       done[sl.seq] = true;
       continue;
     }
+    const size_t before = events.size();
+    if (s.drafter && s.decoding) {  // speculative: 1 + drafts rows, all with logits
+      verify(s, logits_.data() + row * size_t(vocab_), events);
+      row += size_t(sl.count);
+      done[sl.seq] = events.size() > before && events.back().finish != Finish::none;
+      continue;
+    }
     s.n_computed += sl.count;
     if (s.req.cache_prefix) index_full_blocks(s);
     if (!sl.logits) continue;
     s.decoding = true;
-    const size_t before = events.size();
-    const float* lg = logits_.data() + row++ * size_t(vocab_);
-    sample(s, lg, events);
-    if (s.req.logprobs && events.size() > before && events.back().token >= 0)
-      events.back().logprobs = token_logprobs({lg, size_t(vocab_)}, events.back().token, s.req.top_logprobs);
+    sample(s, logits_.data() + row++ * size_t(vocab_), events);
     done[sl.seq] = events.size() > before && events.back().finish != Finish::none;
   }
   size_t w = 0;

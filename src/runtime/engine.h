@@ -101,6 +101,9 @@ class Engine {
               int32_t token = -1);
   void index_full_blocks(Sequence& s);
   void sample(Sequence& s, const float* logits, std::vector<Event>& events);
+  bool emit(Sequence& s, int32_t token, const float* logits, std::vector<Event>& events);
+  void propose(Sequence& s);  // speculative decoding: this step's drafts
+  void verify(Sequence& s, const float* rows, std::vector<Event>& events);
   // Takes reserved blocks until `table` covers positions [0, n_pos).
   void grow(std::vector<int32_t>& table, int32_t& reserved, int32_t n_pos);
 

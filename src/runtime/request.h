@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "runtime/spec/drafter.h"
 
 namespace loom::runtime {
 
@@ -26,6 +27,9 @@ struct Request {
   // (least recently used first to go) after it ends, so a next chat turn or a request with the
   // same system prompt starts from them.
   bool cache_prefix = true;
+  // Speculative decoding (runtime/spec/): drafts from this source are verified k + 1 rows at a
+  // time; the tokens are the same as without (at temperature > 0, the same distribution).
+  spec::Speculation speculation;
 };
 
 enum class Finish { none, eog, stop, length, cancelled, error };
@@ -39,6 +43,9 @@ struct RequestStats {
   double queue_seconds = 0;     // submitted -> admitted
   double prompt_seconds = 0;    // admitted -> first token sampled
   double gen_seconds = 0;       // first token -> finish
+  int32_t drafted = 0;          // draft tokens verified
+  int32_t draft_accepted = 0;   // of them, kept
+  int32_t verify_steps = 0;     // steps that verified a draft (each emits 1 + its accepted drafts)
   std::string speed_line() const;  // "prompt: 12 tokens, 180.2 t/s | generation: 64 tokens, 45.1 t/s"
 };
 

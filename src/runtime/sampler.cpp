@@ -132,9 +132,8 @@ int32_t Sampler::argmax(std::span<const float> logits) const {
   return best.id;
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+std::vector<Candidate> Sampler::distribution(std::span<const float> logits) const {
   if (logits.empty()) loom::fail("sampler: empty logits");
-  if (p_.temperature <= 0.0f) return argmax(logits);
   std::vector<Candidate> c(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) c[i] = {int32_t(i), logits[i]};
   apply_penalties(c);
@@ -143,13 +142,24 @@ int32_t Sampler::sample(std::span<const float> logits) {
   min_p(c, p_.min_p);
   for (auto& x : c) x.logit /= p_.temperature;
   softmax(c);
-  const double u = rng_.uniform();
+  return c;
+}
+
+int32_t Sampler::draw(const std::vector<Candidate>& c, double total) {
+  if (c.empty()) loom::fail("sampler: nothing to draw from");
+  const double u = rng_.uniform() * total;
   double cum = 0;
   for (const auto& x : c) {
     cum += x.p;
     if (u < cum) return x.id;
   }
   return c.back().id;  // rounding left u just above the total
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (logits.empty()) loom::fail("sampler: empty logits");
+  if (p_.temperature <= 0.0f) return argmax(logits);
+  return draw(distribution(logits));
 }
 
 Logprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top_n) {

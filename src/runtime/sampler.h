@@ -52,6 +52,15 @@ class Sampler {
   void reset();  // clears the window and reseeds
   const SamplerParams& params() const { return p_; }
 
+  // The pieces sample() is made of, for speculative verification (spec/verify.h), which needs
+  // the distribution itself: the candidates left after the whole chain (penalties, top-k/p,
+  // min-p, temperature) with their probabilities, most likely first (temperature > 0 only);
+  // a draw from candidates whose p sum to `total` (a residual after removing a rejected draft
+  // sums to less than 1); a uniform [0, 1).
+  std::vector<Candidate> distribution(std::span<const float> logits) const;
+  int32_t draw(const std::vector<Candidate>& c, double total = 1.0);
+  double uniform() { return rng_.uniform(); }
+
   // The chain's steps, exposed for tests. Each keeps at least one candidate.
   void apply_penalties(std::vector<Candidate>& c) const;
   static void top_k(std::vector<Candidate>& c, int32_t k);

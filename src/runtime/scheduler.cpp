@@ -13,8 +13,15 @@ std::vector<StepSlice> schedule_step(std::span<const SeqProgress> seqs, int32_t 
   for (size_t i = 0; i < seqs.size(); ++i)
     if (seqs[i].decoding && seqs[i].pending > 0) decoding.push_back(i);
   int32_t left = budget;
+  // Every decoding sequence's own token before any sequence's drafts: drafts only take what
+  // the plain decode tokens leave of the budget.
   for (size_t k = 0; k < decoding.size() && left > 0; ++k, --left)
     out.push_back({decoding[(rotate + k) % decoding.size()], 1, true});
+  for (auto& sl : out) {
+    const int32_t extra = std::min(left, std::max(0, seqs[sl.seq].drafts));
+    sl.count += extra;
+    left -= extra;
+  }
   // Batch order is admission order within the decode part too: a step's rows read the KV
   // pool in a stable order.
   std::sort(out.begin(), out.end(), [](const StepSlice& a, const StepSlice& b) { return a.seq < b.seq; });

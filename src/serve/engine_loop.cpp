@@ -81,6 +81,7 @@ void EngineLoop::run() {
         if (done) {
           streams_.erase(it);
           --in_flight_;
+          metrics_.speculation(ev.stats.drafted, ev.stats.draft_accepted, ev.stats.verify_steps);
         }
         st->push(std::move(ev));
       }

@@ -56,6 +56,13 @@ void Metrics::cancelled() {
   ++cancelled_;
 }
 
+void Metrics::speculation(int64_t drafted, int64_t accepted, int64_t steps) {
+  std::lock_guard lk(mu_);
+  drafted_ += uint64_t(drafted);
+  accepted_ += uint64_t(accepted);
+  verify_steps_ += uint64_t(steps);
+}
+
 std::string Metrics::text() const {
   std::lock_guard lk(mu_);
   std::string o;
@@ -71,6 +78,11 @@ std::string Metrics::text() const {
   counter("loom_generation_tokens_total", "Tokens generated.", generated_);
   counter("loom_prefix_cache_hit_tokens_total", "Prompt tokens whose KV came from the prefix cache.", reused_);
   counter("loom_requests_cancelled_total", "Requests cancelled (client gone, timeout, drain).", cancelled_);
+  // Speculative decoding: acceptance rate = accepted / draft; mean tokens per verifying step =
+  // 1 + accepted / verify steps.
+  counter("loom_spec_draft_tokens_total", "Draft tokens verified (speculative decoding).", drafted_);
+  counter("loom_spec_accepted_tokens_total", "Draft tokens accepted.", accepted_);
+  counter("loom_spec_verify_steps_total", "Steps that verified a draft.", verify_steps_);
   gauge("loom_queue_depth", "Requests waiting for admission.", gauges_.waiting);
   gauge("loom_running_sequences", "Sequences in the engine's steps.", gauges_.running);
   gauge("loom_kv_blocks_in_use", "KV blocks referenced by running sequences.", gauges_.blocks_in_use);

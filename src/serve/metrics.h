@@ -36,12 +36,15 @@ class Metrics {
   void latency(double ttft, double tpot, double e2e);  // tpot < 0: fewer than two tokens
   void engine(const EngineGauges& g);
   void cancelled();
+  // Speculative decoding of a finished request: draft tokens verified, accepted, verifying steps.
+  void speculation(int64_t drafted, int64_t accepted, int64_t steps);
   std::string text() const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_ = 0, generated_ = 0, reused_ = 0, cancelled_ = 0;
+  uint64_t drafted_ = 0, accepted_ = 0, verify_steps_ = 0;
   EngineGauges gauges_;
   Histogram ttft_, tpot_, e2e_;
 };

@@ -122,6 +122,12 @@ Generation parse_generation(const json& o, const Limits& lim) {
       if (x.empty()) bad("stop", "stop sequences must not be empty");
   }
   g.ignore_eos = boolean(o, "ignore_eos", false);
+  if (const json* sp = field(o, "speculation")) {
+    if (!sp->is_string() || (*sp != "none" && *sp != "lookup" && *sp != "draft"))
+      bad("speculation", "must be \"none\", \"lookup\" or \"draft\"");
+    g.speculation = sp->get<std::string>();
+  }
+  g.draft_max = int32_t(integer(o, "draft_max", 0, 1, 64));
   g.n = int32_t(integer(o, "n", 1, 1, lim.max_n));
   g.stream = boolean(o, "stream", false);
   if (const json* so = field(o, "stream_options")) {

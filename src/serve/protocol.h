@@ -47,6 +47,10 @@ struct Generation {
   // chat: 'logprobs' (bool) and 'top_logprobs' (0..20); completions: 'logprobs' (0..5) sets both.
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // Loom's own fields: 'speculation' ("none", "lookup", or "draft": the server's --spec
+  // drafter) and 'draft_max' (1..64); empty / 0: the server's defaults.
+  std::string speculation;
+  int32_t draft_max = 0;
 };
 
 struct ChatRequest {

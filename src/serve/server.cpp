@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "runtime/spec/prompt_lookup.h"
 #include "serve/stop_matcher.h"
 #include "serve/token_aligner.h"
 #include "serve/ui/chat_page.h"
@@ -286,6 +287,21 @@ void Server::install_routes() {
   });
 }
 
+runtime::spec::Speculation Server::speculation_for(const Generation& gen) const {
+  runtime::spec::Speculation sp = opts_.speculation;
+  if (gen.speculation == "none") {
+    sp.source = nullptr;
+  } else if (gen.speculation == "lookup") {
+    static const auto lookup = std::make_shared<runtime::spec::PromptLookup>();
+    sp.source = lookup;
+  } else if (gen.speculation == "draft" && !opts_.speculation.source) {
+    throw ApiError(400, "this server has no drafter (start it with --spec draft:PATH, layers:K or lookup)",
+                   "invalid_request_error", "speculation");
+  }
+  if (gen.draft_max > 0) sp.draft_max = gen.draft_max;
+  return sp;
+}
+
 void Server::generate(const std::string& body, bool chat, void* res_ptr) {
   auto& res = *static_cast<httplib::Response*>(res_ptr);
   auto job = std::make_shared<Job>(*this);
@@ -334,6 +350,7 @@ void Server::generate(const std::string& body, bool chat, void* res_ptr) {
       r.ignore_eog = gen.ignore_eos;
       r.logprobs = gen.logprobs;
       r.top_logprobs = gen.top_logprobs;
+      r.speculation = speculation_for(gen);
       std::string refused;
       auto st = loop_->submit(std::move(r), refused);
       if (!st) throw ApiError(400, refused, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");

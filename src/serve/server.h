@@ -35,6 +35,9 @@ struct ServerOptions {
   double request_timeout_s = 600;
   int io_timeout_s = 30;            // read/write/keep-alive timeouts of a connection
   Limits limits;
+  // Speculative decoding for requests that do not say (their 'speculation' field picks "none",
+  // "lookup" or "draft": this source); no source: off unless a request asks for lookup.
+  runtime::spec::Speculation speculation;
 };
 
 class Server {
@@ -52,6 +55,8 @@ class Server {
   void install_routes();
   void generate(const std::string& body, bool chat, void* res);
   bool authorized(const std::string& header) const;
+
+  runtime::spec::Speculation speculation_for(const Generation& gen) const;
 
   const runtime::ModelBundle& bundle_;
   runtime::Engine& engine_;

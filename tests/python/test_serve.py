@@ -125,6 +125,32 @@ def test_chat_non_streaming_and_streaming_agree(server):
     assert usage.prompt_tokens == full.usage.prompt_tokens
 
 
+def test_speculation_per_request(server):
+    """A request may ask for prompt lookup ("speculation": "lookup") on a server started
+    without --spec: at temperature 0 its reply equals the plain one, and /metrics counts its
+    drafts. "draft" needs the server's own drafter; other values are 400s naming the field."""
+    passage = "The river Arden rises in the hills above Kell and runs forty miles to the sea at Porth."
+    body = {"model": MODEL_NAME, "temperature": 0, "max_tokens": 24,
+            "messages": [{"role": "user", "content": "Repeat this sentence exactly: " + passage}]}
+    before = server.metric("loom_spec_draft_tokens_total")
+    st, plain, _ = server.raw("POST", "/v1/chat/completions", {**body, "speculation": "none"})
+    assert st == 200
+    st, spec, _ = server.raw("POST", "/v1/chat/completions", {**body, "speculation": "lookup", "draft_max": 4})
+    assert st == 200
+    assert json.loads(spec)["choices"][0]["message"] == json.loads(plain)["choices"][0]["message"]
+    assert server.metric("loom_spec_draft_tokens_total") > before
+    # Each token's logprobs come from the row that decided it: the same numbers as plain decoding.
+    lp = {"logprobs": True, "top_logprobs": 3}
+    _, plain_lp, _ = server.raw("POST", "/v1/chat/completions", {**body, **lp, "speculation": "none"})
+    _, spec_lp, _ = server.raw("POST", "/v1/chat/completions", {**body, **lp, "speculation": "lookup"})
+    assert json.loads(spec_lp)["choices"][0]["logprobs"] == json.loads(plain_lp)["choices"][0]["logprobs"]
+    for extra, field in [({"speculation": "draft"}, "speculation"), ({"speculation": "fast"}, "speculation"),
+                         ({"draft_max": 0}, "draft_max"), ({"speculation": 3}, "speculation")]:
+        st, resp, _ = server.raw("POST", "/v1/chat/completions", {**body, **extra})
+        assert st == 400, (extra, resp)
+        assert json.loads(resp)["error"]["param"] == field, resp
+
+
 def test_completions_stop_sequences_and_n(server):
     c = server.client()
     base = c.completions.create(model=MODEL_NAME, prompt="The quick brown fox", max_tokens=20, temperature=0)
@@ -291,8 +317,12 @@ def test_bounded_load_no_failures_kv_freed_memory_flat(loom_bin, smollm2):
 
     Every reply equals the same request served alone at temperature 0: the fast backend is
     batch-invariant (tests/backend_fast/batch_invariance_test.cpp), so neither the batch a request
-    lands in, nor how its prompt is chunked, nor a prefix-cache hit changes a token."""
-    s = Server(loom_bin, smollm2, "--parallel", "8", "-c", "1024", "--queue", "256")
+    lands in, nor how its prompt is chunked, nor a prefix-cache hit changes a token.
+
+    The server runs with speculative decoding on (--spec lookup) and the requests served alone
+    ask for none ("speculation": "none"): under load, with drafts verified beside other
+    sequences, every reply still equals plain decoding's, and /metrics counts the drafts."""
+    s = Server(loom_bin, smollm2, "--parallel", "8", "-c", "1024", "--queue", "256", "--spec", "lookup")
     try:
         system = "You are a terse assistant. Answer in one short sentence."
         questions = [f"Question {i}: name a {w}." for i, w in enumerate(
@@ -305,8 +335,11 @@ def test_bounded_load_no_failures_kv_freed_memory_flat(loom_bin, smollm2):
             return {"model": MODEL_NAME, "temperature": 0, "max_tokens": 12,
                     "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}]}
 
-        def ask(i):
-            st, resp, _ = s.raw("POST", "/v1/chat/completions", body(i), timeout=300)
+        def ask(i, speculation=None):
+            b = body(i)
+            if speculation:
+                b["speculation"] = speculation
+            st, resp, _ = s.raw("POST", "/v1/chat/completions", b, timeout=300)
             return st, json.loads(resp)["choices"][0]["message"]["content"] if st == 200 else resp
 
         # 16 questions, with and without the long tail: 32 distinct bodies, each asked alone first.
@@ -316,7 +349,7 @@ def test_bounded_load_no_failures_kv_freed_memory_flat(loom_bin, smollm2):
         alone = {}
         for i in range(48):
             if key(i) not in alone:
-                alone[key(i)] = ask(i)
+                alone[key(i)] = ask(i, "none")
         assert len(alone) == 32 and all(st == 200 for st, _ in alone.values())
         fds, rss = [], []
         for round_ in range(2):
@@ -333,5 +366,7 @@ def test_bounded_load_no_failures_kv_freed_memory_flat(loom_bin, smollm2):
         assert fds[1] <= fds[0] + 2, fds
         assert rss[1] <= rss[0] * 1.05 + 4096, rss
         assert s.metric("loom_prefix_cache_hit_tokens_total") > 0  # the shared system prompt was re-used
+        assert s.metric("loom_spec_draft_tokens_total") > 0  # the replies under load were speculative
+        assert 0 < s.metric("loom_spec_accepted_tokens_total") <= s.metric("loom_spec_draft_tokens_total")
     finally:
         s.close()

@@ -1,0 +1,44 @@
+// Speculative decoding: a drafter guesses the next few tokens of a sequence; the engine
+// verifies them in one step (k + 1 rows of the target) and keeps the ones the target agrees
+// with (verify.h). A DraftSource is what a request names (prompt lookup, a draft model, a
+// draft program derived from the target); it makes one Drafter per sequence, which keeps that
+// sequence's drafting state (a draft model's KV, for instance). Both run on the thread that
+// drives the engine.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom::runtime::spec {
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to `max` (>= 1) tokens likely to follow `context`: the prompt and every token committed
+  // so far, the last of which the target has not yet computed. Fewer (or none) when it has no
+  // good guess. Drafters are deterministic: the verification treats a draft as a point mass.
+  virtual std::vector<int32_t> draft(std::span<const int32_t> context, int32_t max) = 0;
+};
+
+class DraftSource {
+ public:
+  virtual ~DraftSource() = default;
+  virtual std::unique_ptr<Drafter> make() const = 0;
+  virtual std::string name() const = 0;  // "lookup", "draft:PATH", "layers:K"
+};
+
+// What a request asks of speculation: no source, no speculation.
+struct Speculation {
+  std::shared_ptr<const DraftSource> source;
+  // Most draft tokens per step (the running acceptance rate picks fewer). 7: the 8 rows of a
+  // verifying step stay in the fast CPU backend's decode regime (at most 8 activation rows per
+  // matmul), whose K-quant kernels give a row the same bits as a 1-row step; 9+ rows take the
+  // prefill tiles, which on Q4_K/Q6_K (Gemma-3) differ in the last bits, enough to flip a
+  // near-tie and break token identity with plain decoding.
+  static constexpr int32_t kDefaultDraftMax = 7;
+  int32_t draft_max = kDefaultDraftMax;
+};
+
+}  // namespace loom::runtime::spec
