@@ -111,6 +111,7 @@ def test_session_keeps_only_what_passed_every_gate_and_its_bundle_verifies(loom_
     assert b["validation"]["unscored_keep_count"] == 0
     closing = {g["gate"]: g for g in b["validation"]["close"]}
     assert closing["clean_rebuild"]["passed"] and closing["rollback_drill"]["passed"], closing
+    assert closing["clean_rebuild"]["metrics"]["rebuilt_vs_final"]["pairs"] >= 10
     pins = json.loads((s / "evidence" / "pin_ledger.json").read_text())
     assert pins["model"]["sha256"] == hashlib.sha256((tmp_path / "tiny.gguf").read_bytes()).hexdigest()
     assert pins["program"]["sha256"] == hashlib.sha256((wl / "model.loom").read_bytes()).hexdigest()
