@@ -35,7 +35,7 @@ GateInputs SessionState::gate_inputs(uint64_t salt) const {
   GateInputs in;
   for (const auto& t : timing_tokens) in.timing_lengths.push_back(int(t.size()));
   in.selection = selection_tokens;
-  in.current_quality = current_quality;
+  in.baseline_quality = baseline_quality;
   // Fresh inputs per candidate: from the contract's seed, the session id and the candidate.
   in.seed = c.seed ^ (std::hash<std::string>{}(id) + salt * 0x9e3779b97f4a7c15ull);
   return in;
@@ -177,7 +177,7 @@ void judge_entry(SessionState& s, const Candidate& cand, json e) {
     return record(s, std::move(e));
   }
   const bool at_baseline = s.kept == 0;
-  const Verdict v = judge(*s.current, *arm, s.c, s.gate_inputs(s.entries().size() + 1), before);
+  const Verdict v = judge(*s.baseline, *s.current, *arm, s.c, s.gate_inputs(s.entries().size() + 1), before);
   for (const auto& g : v.gates) e["gates"].push_back(g.to_json());
   e["unscored"] = v.unscored;
   if (!v.a_tps.empty()) e["measurements"]["timing"] = ratio_json(v.a_tps, v.b_tps);
