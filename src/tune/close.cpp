@@ -22,8 +22,11 @@ json quality_json(const std::optional<Quality>& q) {
 }
 
 // A fresh detached checkout of `commit`, opened and checked against `expected` outputs.
+// With `time_against`, the rebuilt program is also timed, paired, against that arm; the ratio
+// and whether its CI holds 1 are recorded (not gated: an A/A interval on a loaded machine
+// misses 1 more often than 5% of the time, and a close must not fail on noise).
 GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const std::string& commit,
-                               const std::vector<float>& expected, const std::string& what) {
+                               const std::vector<float>& expected, const std::string& what, Arm* time_against = nullptr) {
   const std::string path = s.dir + "/" + name;
   GateResult g{name};
   try {
@@ -34,6 +37,15 @@ GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const s
     g.passed = got.size() == expected.size() && std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0;
     g.metrics = {{"commit", commit}, {"values", got.size()}};
     g.detail = g.passed ? what + ": outputs reproduced bit for bit" : what + ": outputs differ";
+    if (time_against && g.passed) {
+      const auto t = time_pair(*time_against, *arm, s.c, s.gate_inputs(7777), s.c.pairs, process_threads());
+      const auto r = bench::paired_ratio(t.a_tps, t.b_tps);
+      const bool holds = r.ci_lo <= 1 && 1 <= r.ci_hi;
+      g.metrics["rebuilt_vs_final"] = {{"pairs", r.pairs}, {"ratio_median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}},
+                                       {"ci_holds_1", holds}};
+      g.detail += fmt::format("; timed against the session's final program: ratio {:.4f} [{:.4f}, {:.4f}]{}", r.median,
+                              r.ci_lo, r.ci_hi, holds ? "" : " (outside 1: noise or a difference; recorded, not gated)");
+    }
   } catch (const std::exception& e) {
     g.detail = what + ": " + e.what();
   }
@@ -71,7 +83,7 @@ bool close_session(SessionState& s) {
   }
   const auto final_outputs = reference_outputs(*s.current, s);
   close.push_back(fresh_checkout_gate(s, "clean_rebuild", final_commit, final_outputs,
-                                      "a fresh checkout of the final commit, compiled again"));
+                                      "a fresh checkout of the final commit, compiled again", s.current.get()));
   const auto base_outputs = reference_outputs(*s.baseline, s);
   close.push_back(fresh_checkout_gate(s, "rollback_drill", s.base_commit, base_outputs,
                                       "the baseline commit checked out again and health-checked"));

@@ -85,6 +85,7 @@ Contract parse_contract(const std::string& text, const std::string& dir, const s
   r.get("budget.screen_pairs", c.screen_pairs);
   r.get("allow_unscored", c.allow_unscored);
   r.get("seed", c.seed);
+  r.get("script.command", c.script_command);
 
   if (c.gguf_sha256.size() != 64) loom::fail("{}: model.sha256 must be 64 hex digits", filename);
   if (c.threads < 1) loom::fail("{}: threads must be >= 1 (pinned for both arms), found {}", filename, c.threads);
@@ -145,7 +146,11 @@ std::string example_contract(const std::string& gguf, const std::string& sha256,
   "budget": {{ "candidates": 8, "screen_pairs": 3 }},
   // A candidate with no quality signal (no selection texts) is kept only when this is true.
   "allow_unscored": false,
-  "seed": 1
+  "seed": 1,
+  // A scriptable workload (optional): a command run in each program's checkout with
+  // LOOM_TUNE_PROGRAM and LOOM_TUNE_RESULT set, which writes {{"output_throughput": N,
+  // "quality_gate": {{"passed": true, ...}}}} to $LOOM_TUNE_RESULT; one more gate, failing closed.
+  "script": {{ "command": null }}
 }}
 )",
                      json(gguf).dump(), sha256, json(program).dump());

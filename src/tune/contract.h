@@ -30,6 +30,7 @@ struct Contract {
   int screen_pairs = 3;     // successive halving: the first round's pairs per point
   bool allow_unscored = false;
   uint64_t seed = 1;        // fresh inputs are drawn from (seed, session id)
+  std::string script_command;  // a scriptable workload's command (tune/script_result.h); empty: none
 
   std::string path_of(const std::string& rel) const;  // rel against dir unless absolute
 };

@@ -10,6 +10,7 @@
 #include "tune/digest.h"
 #include "tune/evidence.h"
 #include "tune/git.h"
+#include "tune/script_result.h"
 #include "tune/session_state.h"
 
 namespace loom::tune {
@@ -34,7 +35,7 @@ GateInputs SessionState::gate_inputs(uint64_t salt) const {
   GateInputs in;
   for (const auto& t : timing_tokens) in.timing_lengths.push_back(int(t.size()));
   in.selection = selection_tokens;
-  in.current_quality = current_quality;
+  in.baseline_quality = baseline_quality;
   // Fresh inputs per candidate: from the contract's seed, the session id and the candidate.
   in.seed = c.seed ^ (std::hash<std::string>{}(id) + salt * 0x9e3779b97f4a7c15ull);
   return in;
@@ -128,6 +129,17 @@ std::unique_ptr<Arm> build(SessionState& s, const Candidate& cand, json& e, int&
     threads_before = process_threads();
     auto arm = s.open(s.program_in(s.worktree));
     e["gates"].push_back(GateResult{"build", true, "checked against backend " + s.c.backend + "'s keys and compiled"}.to_json());
+    if (!s.c.script_command.empty()) {
+      // Run from the original checkout: the script is the base commit's, whatever the candidate edited.
+      const auto g = run_script_gate(s.c, s.c.dir, s.program_in(s.worktree),
+                                     s.dir + "/script/" + e["id"].get<std::string>() + ".json",
+                                     s.dir + "/evidence/logs/script.log");
+      e["gates"].push_back(g.to_json());
+      if (!g.passed) {
+        e["reason"] = "script gate failed: " + g.detail;
+        return nullptr;
+      }
+    }
     return arm;
   } catch (const std::exception& ex) {
     e["gates"].push_back(GateResult{"build", false, ex.what()}.to_json());
@@ -165,7 +177,7 @@ void judge_entry(SessionState& s, const Candidate& cand, json e) {
     return record(s, std::move(e));
   }
   const bool at_baseline = s.kept == 0;
-  const Verdict v = judge(*s.current, *arm, s.c, s.gate_inputs(s.entries().size() + 1), before);
+  const Verdict v = judge(*s.baseline, *s.current, *arm, s.c, s.gate_inputs(s.entries().size() + 1), before);
   for (const auto& g : v.gates) e["gates"].push_back(g.to_json());
   e["unscored"] = v.unscored;
   if (!v.a_tps.empty()) e["measurements"]["timing"] = ratio_json(v.a_tps, v.b_tps);
@@ -194,7 +206,12 @@ void judge_entry(SessionState& s, const Candidate& cand, json e) {
 // better half (those that showed a gain) through every gate.
 void run_search(SessionState& s, int budget) {
   auto producer = make_schedule_search(budget);
-  std::vector<std::pair<double, Candidate>> finalists;
+  struct Screened {
+    double median;
+    Candidate cand;
+    json gates;  // what the screening build passed (build, and the script gate where declared)
+  };
+  std::vector<Screened> finalists;
   for (auto& cand : producer->propose(s.c, s.worktree)) {
     if (decided(s, cand)) continue;
     json e = new_entry(s, cand);
@@ -209,21 +226,21 @@ void run_search(SessionState& s, int budget) {
     const double median = bench::paired_ratio(t.a_tps, t.b_tps).median;
     revert(s);
     s.say(fmt::format("screened {}: speed ratio median {:.4f} over {} pairs", cand.description, median, s.c.screen_pairs));
-    finalists.push_back({median, std::move(cand)});
-    s.manifest["screen"][finalists.back().second.description] = ratio_json(t.a_tps, t.b_tps);
+    s.manifest["screen"][cand.description] = ratio_json(t.a_tps, t.b_tps);
+    finalists.push_back({median, std::move(cand), e["gates"]});
   }
   const bool screened_at_baseline = s.kept == 0;  // the screens' A arm was the baseline
-  std::stable_sort(finalists.begin(), finalists.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::stable_sort(finalists.begin(), finalists.end(), [](const auto& x, const auto& y) { return x.median > y.median; });
   const size_t half = (finalists.size() + 1) / 2;
   for (size_t i = 0; i < finalists.size(); ++i) {
-    auto& [median, cand] = finalists[i];
+    auto& [median, cand, gates] = finalists[i];
     json e = new_entry(s, cand);
     e["measurements"]["screen"] = s.manifest["screen"][cand.description];
     if (i < half && median > 1) {
       judge_entry(s, cand, std::move(e));
       continue;
     }
-    e["gates"].push_back(GateResult{"build", true, "compiled"}.to_json());
+    e["gates"] = gates;
     e["gates"].push_back(GateResult{"screen", false,
                                     median > 1 ? "not in the better half of the screened points"
                                                : fmt::format("no gain shown in screening (median ratio {:.4f})", median)}
@@ -258,6 +275,13 @@ void drive(SessionState& s) {
     const auto t = time_pair(*s.baseline, *s.baseline, s.c, s.gate_inputs(0), s.c.pairs, process_threads());
     b["self_timing"] = ratio_json(t.a_tps, t.b_tps);
     b["tps_median"] = bench::quantile(t.a_tps, 0.5);
+  }
+  if (!s.c.script_command.empty() && !b.contains("script")) {
+    fs::create_directories(s.dir + "/script");
+    const auto g = run_script_gate(s.c, s.c.dir, s.baseline_program(), s.dir + "/script/baseline.json",
+                                   s.dir + "/evidence/logs/script.log");
+    b["script"] = g.to_json();
+    if (!g.passed) loom::fail("the baseline fails the workload script's gate: {}", g.detail);
   }
   s.save_manifest();
   // The current program is the worktree's HEAD (the baseline, or the last kept change).

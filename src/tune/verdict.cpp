@@ -57,7 +57,7 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
   return out;
 }
 
-Verdict judge(Arm& current, Arm& candidate, const Contract& c, const GateInputs& in, int threads_before) {
+Verdict judge(Arm& baseline, Arm& current, Arm& candidate, const Contract& c, const GateInputs& in, int threads_before) {
   Verdict v;
   const auto pass = [&](GateResult g) {
     v.gates.push_back(std::move(g));
@@ -86,12 +86,12 @@ Verdict judge(Arm& current, Arm& candidate, const Contract& c, const GateInputs&
   }
   if (!pass(structural_gate(cand))) return finish();
   if (!pass(repeat_input_gate(cand[0], cand[1], cand[2]))) return finish();
-  base.push_back(observe(current, fresh[0]));
-  base.push_back(observe(current, fresh[1]));
+  base.push_back(observe(baseline, fresh[0]));
+  base.push_back(observe(baseline, fresh[1]));
   if (!pass(numerical_gate(base, {cand[0], cand[1]}, c.rtol, c.atol))) return finish();
   if (!in.selection.empty()) v.quality = score_quality(candidate, in.selection);
   v.unscored = !v.quality;
-  if (!pass(quality_gate(in.current_quality, v.quality, c.quality_drop, c.allow_unscored))) return finish();
+  if (!pass(quality_gate(in.baseline_quality, v.quality, c.quality_drop, c.allow_unscored))) return finish();
   const auto t = time_pair(current, candidate, c, in, c.pairs, threads_before);
   v.a_tps = t.a_tps;
   v.b_tps = t.b_tps;

@@ -1,4 +1,4 @@
-// Running every gate on one candidate against the session's current program, in order of
+// Running every gate on one candidate, in order of
 // cost (build, structural, repeat-input, numerical, quality, then timing with its thread
 // count and SLOs); the first failure decides, and the gates after it are recorded as not run.
 #pragma once
@@ -15,7 +15,7 @@ namespace loom::tune {
 struct GateInputs {
   std::vector<int> timing_lengths;                 // prompt lengths (tokens) of the timing prompts
   std::vector<std::vector<int32_t>> selection;     // selection texts, tokenized
-  std::optional<Quality> current_quality;          // of the current program (null: no selection set)
+  std::optional<Quality> baseline_quality;         // of the session baseline (null: no selection set)
   uint64_t seed = 1;                               // fresh inputs for this candidate
 };
 
@@ -38,7 +38,10 @@ struct PairedTiming {
 };
 PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, int pairs, int threads_before);
 
-// `threads_before`: process_threads() just before the candidate's arm was opened.
-Verdict judge(Arm& current, Arm& candidate, const Contract& c, const GateInputs& in, int threads_before);
+// Correctness and quality are held to the session baseline (so kept changes cannot drift away
+// from it step by step); the timing decision is against the current program (the candidate
+// must beat what is kept so far). `threads_before`: process_threads() just before the
+// candidate's arm was opened.
+Verdict judge(Arm& baseline, Arm& current, Arm& candidate, const Contract& c, const GateInputs& in, int threads_before);
 
 }  // namespace loom::tune

@@ -111,6 +111,7 @@ def test_session_keeps_only_what_passed_every_gate_and_its_bundle_verifies(loom_
     assert b["validation"]["unscored_keep_count"] == 0
     closing = {g["gate"]: g for g in b["validation"]["close"]}
     assert closing["clean_rebuild"]["passed"] and closing["rollback_drill"]["passed"], closing
+    assert closing["clean_rebuild"]["metrics"]["rebuilt_vs_final"]["pairs"] >= 10
     pins = json.loads((s / "evidence" / "pin_ledger.json").read_text())
     assert pins["model"]["sha256"] == hashlib.sha256((tmp_path / "tiny.gguf").read_bytes()).hexdigest()
     assert pins["program"]["sha256"] == hashlib.sha256((wl / "model.loom").read_bytes()).hexdigest()
@@ -212,3 +213,36 @@ def test_resume_continues_from_the_manifest(loom_bin, tmp_path):
             and e["current_commit"] == first["current_commit"]]
     assert len(same) == 1  # decided once, not retried
     assert run_loom(loom_bin, "evidence", "verify", s / "evidence").stdout.startswith("ok:")
+
+
+SCRIPT = """import json, os, sys
+program = open(os.environ["LOOM_TUNE_PROGRAM"]).read()
+mode = sys.argv[1]
+gate = {"passed": "huge_pages" not in program, "checked": "huge_pages"}
+if mode == "skip":
+    gate["skipped"] = True
+json.dump({"output_throughput": 100.0, "quality_gate": gate}, open(os.environ["LOOM_TUNE_RESULT"], "w"))
+"""
+
+
+def test_scriptable_workload_gate_fails_closed(loom_bin, tmp_path):
+    wl = workload(loom_bin, tmp_path, script={"command": "python3 check.py pass"})
+    (wl / "check.py").write_text(SCRIPT)
+    git(wl, "add", "-A")
+    git(wl, "commit", "-qm", "the team's workload script")
+    s = session(loom_bin, wl, "--budget", "4")
+    m = json.loads((s / "manifest.json").read_text())
+    assert m["baseline"]["script"]["passed"], m["baseline"]["script"]
+    assert m["baseline"]["script"]["metrics"]["output_throughput"] == 100.0
+    entries = breakdown(s)["optimizations"]["entries"]
+    hp = next(e for e in entries if e["description"] == "huge_pages = false")
+    assert hp["decision"] == "revert" and hp["reason"].startswith("script gate failed"), hp
+    others = [e for e in entries if e is not hp]
+    assert all(any(g["gate"] == "script" and g["passed"] for g in e["gates"]) for e in others)
+    # A skipped gate fails closed: the session refuses to start from it.
+    c = json.loads((wl / "loom-tune.json").read_text())
+    c["script"]["command"] = "python3 check.py skip"
+    (wl / "loom-tune.json").write_text(json.dumps(c))
+    git(wl, "commit", "-qam", "skipping")
+    r = session(loom_bin, wl, check=False)
+    assert r.returncode == 1 and "skipped (fails closed)" in r.stderr, r.stderr

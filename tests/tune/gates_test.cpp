@@ -234,7 +234,7 @@ TEST(TuneGates, CheatsAreRevertedByJudge) {
     if (kind == 1) cheat = std::make_unique<StaleArm>(honest());
     if (kind == 2) cheat = std::make_unique<MutatingArm>(honest());
     if (kind == 3) cheat = std::make_unique<NudgedArm>(honest());
-    const auto v = judge(*base, *cheat, c, inputs(), process_threads());
+    const auto v = judge(*base, *base, *cheat, c, inputs(), process_threads());
     EXPECT_FALSE(v.keep) << kind;
     // The gates after the failing one are recorded as not run, never as passed.
     bool failed = false;
