@@ -57,6 +57,7 @@ void chat(ChatArgs& a) {
     req.sampling.seed = sampling.seed + turn++;  // one seed per turn, all from the one printed
     req.max_tokens = a.n_predict;
     req.cache_prefix = true;  // the next turn starts from this one's blocks
+    req.constraint = a.gen.constraint(bundle.tokenizer());  // each reply on its own
     const auto sub = engine->submit(std::move(req));
     if (!sub.ok()) {  // e.g. the conversation outgrew the context: keep the chat alive
       history.pop_back();

@@ -3,11 +3,13 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/engine.h"
 #include "runtime/model_bundle.h"
 #include "runtime/sampler.h"
+#include "text/constrain/constraint.h"
 
 namespace loom::cli {
 
@@ -19,10 +21,19 @@ struct GenerationFlags {
   std::string kv_type = "f16";
   runtime::SamplerParams sampling;
   int64_t seed = -1;  // -1: from the clock (printed so a run can be repeated)
+  // Structured output: at most one of these.
+  std::string grammar_file, json_schema_file, regex;
+  bool json_object = false;
 
   void add_to(CLI::App& cmd);
+  // A fresh constraint for one request (the grammar compiled once, on first use), or null when
+  // no constraint flag was given. Throws loom::Error naming what the grammar or schema lacks.
+  std::shared_ptr<text::constrain::Constraint> constraint(const text::Tokenizer& tok);
   runtime::RunOptions run_options() const;
   runtime::SamplerParams sampler_params();  // resolves the seed
+
+ private:
+  std::optional<text::constrain::CompiledGrammar> compiled_;
 };
 
 // Drives the engine until request `id` ends, writing each text piece to stdout as it comes;

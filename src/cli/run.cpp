@@ -31,6 +31,37 @@ void GenerationFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--presence-penalty", s.presence_penalty, "presence penalty")->capture_default_str();
   cmd.add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str();
   cmd.add_option("--seed", seed, "sampling seed (-1: from the clock)");
+  auto* g = cmd.add_option("--grammar", grammar_file, "constrain the output to a GBNF grammar (llama.cpp's syntax) in FILE");
+  auto* j = cmd.add_option("--json-schema", json_schema_file, "constrain the output to JSON valid against the JSON Schema in FILE");
+  auto* r = cmd.add_option("--regex", regex, "constrain the output to match a regular expression");
+  auto* o = cmd.add_flag("--json-object", json_object, "constrain the output to any JSON object");
+  g->excludes(j)->excludes(r)->excludes(o);
+  j->excludes(r)->excludes(o);
+  r->excludes(o);
+}
+
+std::shared_ptr<text::constrain::Constraint> GenerationFlags::constraint(const text::Tokenizer& tok) {
+  namespace tc = text::constrain;
+  if (!compiled_) {
+    auto read = [](const std::string& path) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) loom::fail("cannot open {}", path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    try {
+      if (!grammar_file.empty()) compiled_ = tc::compile(tc::SourceKind::gbnf, read(grammar_file));
+      else if (!json_schema_file.empty()) compiled_ = tc::compile(tc::SourceKind::json_schema, read(json_schema_file));
+      else if (!regex.empty()) compiled_ = tc::compile(tc::SourceKind::regex, regex);
+      else if (json_object) compiled_ = tc::compile(tc::SourceKind::json_object, "");
+      else return nullptr;
+    } catch (const loom::Error& e) {
+      const std::string& src = !grammar_file.empty() ? grammar_file : !json_schema_file.empty() ? json_schema_file : "--regex";
+      loom::fail("{}: {}", json_object ? "--json-object" : src, e.what());
+    }
+  }
+  return std::make_shared<tc::Constraint>(compiled_->grammar, tc::TokenTrie::of(tok));
 }
 
 runtime::RunOptions GenerationFlags::run_options() const {
@@ -99,6 +130,7 @@ void run_once(RunArgs& a) {
   req.sampling = a.gen.sampler_params();
   req.max_tokens = a.n_predict;
   req.cache_prefix = false;  // one request: nothing to share with
+  req.constraint = a.gen.constraint(bundle.tokenizer());
   const auto sub = engine->submit(std::move(req));
   if (!sub.ok()) loom::fail("{}", sub.refused);
   if (!a.chat) {

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "runtime/scheduler.h"
+#include "text/constrain/constraint.h"
 
 namespace loom::runtime {
 
@@ -246,7 +247,14 @@ void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events
     finish(s, Finish::length, events);
     return;
   }
-  const int32_t t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)));
+  auto* constraint = s.req.constraint.get();
+  int32_t t = -1;
+  try {
+    t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)), constraint ? constraint->mask().data() : nullptr);
+    if (constraint) constraint->accept(t);
+  } catch (const loom::Error& e) {  // a grammar too ambiguous, or no token of the vocabulary fits
+    return finish(s, Finish::error, events, fmt::format("constrained output: {}", e.what()));
+  }
   s.sampler.accept(t);
   ++s.stats.generated;
   if (!s.req.ignore_eog && tok_ && tok_->vocab().is_eog(t)) return finish(s, Finish::eog, events, {}, {}, t);
@@ -254,6 +262,7 @@ void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events
   std::string piece = s.stream ? s.stream->push(t) : std::string();
   const bool at_limit = s.req.max_tokens >= 0 && s.stats.generated >= s.req.max_tokens;
   if (at_limit || s.n_computed >= opts_.n_ctx) return finish(s, Finish::length, events, {}, std::move(piece), t);
+  if (constraint && constraint->finished()) return finish(s, Finish::stop, events, {}, std::move(piece), t);
   s.tokens.push_back(t);
   events.push_back({s.id, t, std::move(piece), Finish::none, {}, {}, {}});
 }

@@ -1,12 +1,15 @@
 // What a front end hands the engine (Request) and what it gets back, step by step (Event).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "runtime/sampler.h"
+
+namespace loom::text::constrain { class Constraint; }
 
 namespace loom::runtime {
 
@@ -26,6 +29,10 @@ struct Request {
   // (least recently used first to go) after it ends, so a next chat turn or a request with the
   // same system prompt starts from them.
   bool cache_prefix = true;
+  // Structured output (text/constrain/constraint.h): only tokens the grammar allows are
+  // sampled, end-of-generation only once the output is complete, and the request ends
+  // (Finish::stop) when nothing more may follow. One per request: it holds the parse state.
+  std::shared_ptr<text::constrain::Constraint> constraint;
 };
 
 enum class Finish { none, eog, stop, length, cancelled, error };

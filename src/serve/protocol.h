@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/sampler.h"
+#include "text/constrain/constraint.h"
 #include "text/chat_template.h"
 
 namespace loom::serve {
@@ -47,6 +48,9 @@ struct Generation {
   // chat: 'logprobs' (bool) and 'top_logprobs' (0..20); completions: 'logprobs' (0..5) sets both.
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // response_format json_object / json_schema: the grammar every choice is constrained by
+  // (compiled while parsing, so an unsupported schema feature is a 400 naming it).
+  std::shared_ptr<const text::constrain::CompiledGrammar> grammar;
 };
 
 struct ChatRequest {

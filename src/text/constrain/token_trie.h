@@ -1,0 +1,55 @@
+// The vocabulary as a byte trie of its token texts (what each token adds to the output), built
+// once per vocabulary and shared by every constraint on it. allowed_tokens() walks it from a
+// matcher state, pruning every subtree whose prefix the grammar rejects, so the cost follows
+// the tokens that can still be valid rather than the vocabulary size; bytes of one token may
+// cross any number of grammar terminals.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "text/constrain/matcher.h"
+
+namespace loom::text { class Tokenizer; }
+
+namespace loom::text::constrain {
+
+class TokenTrie {
+ public:
+  // pieces[id]: the bytes token id stands for (empty: never allowed under a constraint, as
+  // control tokens); eog: tokens allowed exactly when the grammar can accept.
+  TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t> eog);
+  // The trie of a tokenizer's vocabulary (token_to_piece without special text), built on first
+  // use and shared while any constraint holds it.
+  static std::shared_ptr<const TokenTrie> of(const Tokenizer& tok);
+
+  size_t vocab_size() const { return vocab_; }
+  const std::vector<int32_t>& eog() const { return eog_; }
+  size_t n_nodes() const { return nodes_.size(); }
+  const std::string& piece(int32_t id) const { return pieces_[size_t(id)]; }
+
+  // Sets bit id of `mask` (vocab_size bits, cleared first) for every token the matcher's
+  // current state can read whole, and the end-of-generation tokens when it accepts.
+  // `scratch` holds one state per trie depth between calls (the caller's, so one trie serves
+  // many threads).
+  void allowed_tokens(Matcher& m, std::vector<uint64_t>& mask, std::vector<MatchState>& scratch) const;
+
+ private:
+  struct Node {
+    uint32_t first_child = 0, n_children = 0;  // children are contiguous, sorted by byte
+    uint32_t first_token = 0, n_tokens = 0;    // tokens whose text ends here
+    uint8_t byte = 0;                          // the edge into this node
+  };
+  void walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64_t>& mask,
+            std::vector<MatchState>& st) const;
+
+  size_t vocab_ = 0;
+  std::vector<Node> nodes_;
+  std::vector<int32_t> token_ids_;
+  std::vector<int32_t> eog_;
+  std::vector<std::string> pieces_;
+  size_t max_depth_ = 0;  // the longest token text
+};
+
+}  // namespace loom::text::constrain
