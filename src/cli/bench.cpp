@@ -18,6 +18,7 @@
 #include "bench/stats.h"
 #include "build_info.h"
 #include "backend/registry.h"
+#include "cli/bench_constrained.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "quant/simd/kernels.h"
@@ -32,6 +33,7 @@ struct BenchArgs {
   std::vector<int> pp{512}, tg{128}, parallel;
   int depth = 0, reps = 5, threads = 0, warmup = 1, n_batch = 512;
   bool as_json = false, quiet = false, ceiling = false;
+  std::vector<std::string> schemas;  // --json-schema: the structured-output mode (bench_constrained.h)
 };
 
 // --ceiling: the machine's limits for this file (see bench/ceiling.h), measured after the runs.
@@ -100,6 +102,9 @@ std::string test_name(const Test& t) {
 }
 
 void run_bench(const BenchArgs& a) {
+  if (!a.schemas.empty())
+    return loom::cli::bench_constrained({a.model, a.gguf, a.schemas, a.reps, a.threads,
+                                         a.tg.empty() ? 128 : std::max(a.tg.front(), 2), a.as_json});
   const auto bundle = loom::runtime::ModelBundle::load(a.model, a.gguf);
   const auto& model = bundle.model();
   loom::runtime::RunOptions ro;
@@ -327,6 +332,9 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   c->add_option("--vs", a->vs, "peer on the same file: llama.cpp (llama-cpp-python) or a path to llama-bench");
   c->add_flag("--ceiling", a->ceiling, "also measure read bandwidth and int8 peak: the tg and pp ceilings for this file");
   c->add_flag("--json", a->as_json, "machine-readable output");
+  c->add_option("--json-schema", a->schemas,
+                "structured-output mode: per JSON Schema file, compile time and mask time per token vs the decode step "
+                "(generation up to -n tokens)");
   c->add_flag("-q,--quiet", a->quiet, "no progress line");
   c->callback([a, pp, tg, par] {
     a->pp = parse_list(*pp, "--pp");

@@ -52,7 +52,7 @@ class Constraint {
  private:
   Matcher m_;
   std::shared_ptr<const TokenTrie> trie_;
-  std::vector<MatchState> scratch_;
+  WalkScratch scratch_;
   std::unordered_map<std::string, std::vector<uint64_t>> cache_;
   const std::vector<uint64_t>* current_ = nullptr;  // mask of the present state, once computed
   double mask_seconds_ = 0;

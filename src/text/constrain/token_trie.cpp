@@ -53,6 +53,37 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t
       nodes_.push_back(n);
     }
   }
+  index_subtrees();
+}
+
+void TokenTrie::index_subtrees() {
+  const size_t n = nodes_.size();
+  below_.assign(n, ByteSet{});
+  sub_begin_.assign(n, 0);
+  sub_end_.assign(n, 0);
+  // Children come after their parent (breadth-first), so a reverse pass sees kids first.
+  for (size_t i = n; i-- > 0;) {
+    const Node& nd = nodes_[i];
+    for (uint32_t c = nd.first_child; c < nd.first_child + nd.n_children; ++c) {
+      below_[i].add(nodes_[c].byte);
+      below_[i] |= below_[c];
+    }
+  }
+  // Depth-first token order: each subtree's tokens contiguous.
+  std::vector<std::pair<uint32_t, bool>> todo{{0, false}};
+  while (!todo.empty()) {
+    auto [node, closing] = todo.back();
+    todo.pop_back();
+    if (closing) {
+      sub_end_[node] = uint32_t(dfs_tokens_.size());
+      continue;
+    }
+    const Node& nd = nodes_[node];
+    sub_begin_[node] = uint32_t(dfs_tokens_.size());
+    for (uint32_t k = 0; k < nd.n_tokens; ++k) dfs_tokens_.push_back(token_ids_[nd.first_token + k]);
+    todo.push_back({node, true});
+    for (uint32_t c = nd.first_child + nd.n_children; c-- > nd.first_child;) todo.push_back({c, false});
+  }
 }
 
 std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tok) {
@@ -69,9 +100,27 @@ std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tok) {
   return t;
 }
 
-void TokenTrie::walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64_t>& mask,
-                     std::vector<MatchState>& st) const {
+const ByteSet& TokenTrie::loop_bytes(Matcher& m, const MatchState& s, WalkScratch& w) const {
+  std::string key(reinterpret_cast<const char*>(s.tops.data()), s.tops.size() * sizeof(uint32_t));
+  key += s.accepting ? '1' : '0';
+  auto it = w.loops.find(key);
+  if (it != w.loops.end()) return it->second;
+  ByteSet loop;
+  const ByteSet next = m.next_bytes(s);
+  MatchState to;
+  for (int b = 0; b < 256; ++b)
+    if (next.has(uint8_t(b))) {
+      m.step(s, uint8_t(b), to);
+      if (to == s) loop.add(uint8_t(b));
+    }
+  if (w.loops.size() > 4096) w.loops.clear();
+  return w.loops.emplace(std::move(key), loop).first->second;
+}
+
+void TokenTrie::walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64_t>& mask, WalkScratch& w) const {
+  auto& st = w.states;
   const ByteSet next = m.next_bytes(st[depth]);
+  const ByteSet* loop = nullptr;
   const Node& nd = nodes_[node];
   for (uint32_t c = nd.first_child; c < nd.first_child + nd.n_children; ++c) {
     const Node& kid = nodes_[c];
@@ -79,19 +128,33 @@ void TokenTrie::walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64
     MatchState& there = st[depth + 1];
     m.step(st[depth], kid.byte, there);
     if (there.dead()) continue;
+    if (there == st[depth] && kid.n_children > 0) {
+      // The byte led back to the same state: if every byte below does too, the whole subtree
+      // is allowed and ends in this state.
+      if (!loop) loop = &loop_bytes(m, st[depth], w);
+      bool inside = true;
+      for (int i = 0; i < 4; ++i) inside = inside && (below_[c].bits[i] & ~loop->bits[i]) == 0;
+      if (inside) {
+        for (uint32_t k = sub_begin_[c]; k < sub_end_[c]; ++k) {
+          const auto id = uint32_t(dfs_tokens_[k]);
+          mask[id >> 6] |= uint64_t(1) << (id & 63);
+        }
+        continue;
+      }
+    }
     for (uint32_t k = 0; k < kid.n_tokens; ++k) {
       const auto id = uint32_t(token_ids_[kid.first_token + k]);
       mask[id >> 6] |= uint64_t(1) << (id & 63);
     }
-    if (kid.n_children > 0 && !there.tops.empty()) walk(m, c, depth + 1, mask, st);
+    if (kid.n_children > 0 && !there.tops.empty()) walk(m, c, depth + 1, mask, w);
   }
 }
 
-void TokenTrie::allowed_tokens(Matcher& m, std::vector<uint64_t>& mask, std::vector<MatchState>& st) const {
+void TokenTrie::allowed_tokens(Matcher& m, std::vector<uint64_t>& mask, WalkScratch& w) const {
   mask.assign((vocab_ + 63) / 64, 0);
-  if (st.size() < max_depth_ + 2) st.resize(max_depth_ + 2);
-  st[0] = m.state();
-  walk(m, 0, 0, mask, st);
+  if (w.states.size() < max_depth_ + 2) w.states.resize(max_depth_ + 2);
+  w.states[0] = m.state();
+  walk(m, 0, 0, mask, w);
   if (m.accepting())
     for (int32_t id : eog_)
       if (id >= 0 && size_t(id) < vocab_) mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "text/constrain/matcher.h"
@@ -14,6 +15,13 @@
 namespace loom::text { class Tokenizer; }
 
 namespace loom::text::constrain {
+
+// What one caller keeps between walks: a state per trie depth, and per matcher state the bytes
+// that lead back to the same state (a loop such as the inside of a JSON string).
+struct WalkScratch {
+  std::vector<MatchState> states;
+  std::unordered_map<std::string, ByteSet> loops;
+};
 
 class TokenTrie {
  public:
@@ -31,9 +39,10 @@ class TokenTrie {
 
   // Sets bit id of `mask` (vocab_size bits, cleared first) for every token the matcher's
   // current state can read whole, and the end-of-generation tokens when it accepts.
-  // `scratch` holds one state per trie depth between calls (the caller's, so one trie serves
-  // many threads).
-  void allowed_tokens(Matcher& m, std::vector<uint64_t>& mask, std::vector<MatchState>& scratch) const;
+  // `scratch` is the caller's, so one trie serves many threads. A subtree whose every byte
+  // loops the state back to itself (most tokens inside a JSON string) is allowed whole,
+  // without walking it.
+  void allowed_tokens(Matcher& m, std::vector<uint64_t>& mask, WalkScratch& scratch) const;
 
  private:
   struct Node {
@@ -41,12 +50,17 @@ class TokenTrie {
     uint32_t first_token = 0, n_tokens = 0;    // tokens whose text ends here
     uint8_t byte = 0;                          // the edge into this node
   };
-  void walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64_t>& mask,
-            std::vector<MatchState>& st) const;
+  void walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64_t>& mask, WalkScratch& w) const;
+  void index_subtrees();
+  const ByteSet& loop_bytes(Matcher& m, const MatchState& s, WalkScratch& w) const;
 
   size_t vocab_ = 0;
   std::vector<Node> nodes_;
   std::vector<int32_t> token_ids_;
+  // Per node: the bytes on edges below it, and its subtree's tokens as a range of dfs_tokens_.
+  std::vector<ByteSet> below_;
+  std::vector<uint32_t> sub_begin_, sub_end_;
+  std::vector<int32_t> dfs_tokens_;
   std::vector<int32_t> eog_;
   std::vector<std::string> pieces_;
   size_t max_depth_ = 0;  // the longest token text
