@@ -42,7 +42,7 @@ std::optional<std::string> draw(tc::Matcher& m, runtime::Rng& rng, int max_len) 
   std::string out;
   tc::MatchState next;
   while (int(out.size()) < max_len) {
-    if (m.accepting() && (m.state().tops.empty() || rng.uniform() < 0.15)) return out;
+    if (m.accepting() && (m.state().tops.empty() || (!out.empty() && rng.uniform() < 0.15))) return out;
     const tc::ByteSet bytes = m.next_bytes(m.state());
     std::vector<uint8_t> choices;
     for (int b = 0; b < 256; ++b)
