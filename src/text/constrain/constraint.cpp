@@ -87,7 +87,7 @@ void Constraint::accept(int32_t token) {
   if (m_.arena_size() > kCompactAt) {  // node ids change: the cached masks go too
     m_.compact();
     cache_.clear();
-    scratch_.loops.clear();
+    scratch_.clear();
   }
 }
 

@@ -100,40 +100,90 @@ std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tok) {
   return t;
 }
 
-const ByteSet& TokenTrie::loop_bytes(Matcher& m, const MatchState& s, WalkScratch& w) const {
-  std::string key(reinterpret_cast<const char*>(s.tops.data()), s.tops.size() * sizeof(uint32_t));
-  key += s.accepting ? '1' : '0';
-  auto it = w.loops.find(key);
-  if (it != w.loops.end()) return it->second;
-  ByteSet loop;
-  const ByteSet next = m.next_bytes(s);
-  MatchState to;
-  for (int b = 0; b < 256; ++b)
-    if (next.has(uint8_t(b))) {
-      m.step(s, uint8_t(b), to);
-      if (to == s) loop.add(uint8_t(b));
-    }
-  if (w.loops.size() > 4096) w.loops.clear();
-  return w.loops.emplace(std::move(key), loop).first->second;
+void WalkScratch::clear() {
+  states.clear();
+  next.clear();
+  loop.clear();
+  loop_known.clear();
+  ids.clear();
+  keys.assign(1 << 14, 0);
+  vals.assign(1 << 14, 0);
+  n_trans = 0;
 }
 
-void TokenTrie::walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64_t>& mask, WalkScratch& w) const {
-  auto& st = w.states;
-  const ByteSet next = m.next_bytes(st[depth]);
-  const ByteSet* loop = nullptr;
+uint32_t WalkScratch::intern(const MatchState& s, const Matcher& m) {
+  std::string key(reinterpret_cast<const char*>(s.tops.data()), s.tops.size() * sizeof(uint32_t));
+  key += s.accepting ? '1' : '0';
+  auto [it, fresh] = ids.emplace(std::move(key), uint32_t(states.size()));
+  if (fresh) {
+    states.push_back(s);
+    next.push_back(m.next_bytes(s));
+    loop.emplace_back();
+    loop_known.push_back(0);
+  }
+  return it->second;
+}
+
+uint32_t WalkScratch::step(Matcher& m, uint32_t id, uint8_t byte) {
+  if (keys.empty() || n_trans * 2 >= keys.size()) {  // grow (rehash)
+    std::vector<uint64_t> ok = std::move(keys);
+    std::vector<uint32_t> ov = std::move(vals);
+    keys.assign(std::max<size_t>(ok.size() * 2, 1 << 14), 0);
+    vals.assign(keys.size(), 0);
+    for (size_t i = 0; i < ok.size(); ++i)
+      if (ok[i]) {
+        size_t h = size_t((ok[i] * 0x9E3779B97F4A7C15ull) >> 20) & (keys.size() - 1);
+        while (keys[h]) h = (h + 1) & (keys.size() - 1);
+        keys[h] = ok[i];
+        vals[h] = ov[i];
+      }
+  }
+  const uint64_t k = ((uint64_t(id) << 8) | byte) + 1;
+  size_t h = size_t((k * 0x9E3779B97F4A7C15ull) >> 20) & (keys.size() - 1);
+  while (keys[h]) {
+    if (keys[h] == k) return vals[h];
+    h = (h + 1) & (keys.size() - 1);
+  }
+  MatchState to;
+  m.step(states[id], byte, to);
+  const uint32_t t = intern(to, m);
+  keys[h] = k;  // (intern does not touch the table: h is still the free slot)
+  vals[h] = t;
+  ++n_trans;
+  return t;
+}
+
+const ByteSet& WalkScratch::loop_bytes(Matcher& m, uint32_t id) {
+  if (!loop_known[id]) {
+    ByteSet l;
+    const ByteSet nb = next[id];
+    for (int b = 0; b < 256; ++b)
+      if (nb.has(uint8_t(b)) && step(m, id, uint8_t(b)) == id) l.add(uint8_t(b));
+    loop[id] = l;
+    loop_known[id] = 1;
+  }
+  return loop[id];
+}
+
+void TokenTrie::walk(Matcher& m, uint32_t node, uint32_t state, std::vector<uint64_t>& mask, WalkScratch& w) const {
+  const ByteSet next = w.next[state];
+  bool loop_checked = false;
+  ByteSet loop;
   const Node& nd = nodes_[node];
   for (uint32_t c = nd.first_child; c < nd.first_child + nd.n_children; ++c) {
     const Node& kid = nodes_[c];
     if (!next.has(kid.byte)) continue;
-    MatchState& there = st[depth + 1];
-    m.step(st[depth], kid.byte, there);
-    if (there.dead()) continue;
-    if (there == st[depth] && kid.n_children > 0) {
+    const uint32_t there = w.step(m, state, kid.byte);
+    if (w.states[there].dead()) continue;
+    if (there == state && kid.n_children > 0) {
       // The byte led back to the same state: if every byte below does too, the whole subtree
       // is allowed and ends in this state.
-      if (!loop) loop = &loop_bytes(m, st[depth], w);
+      if (!loop_checked) {
+        loop = w.loop_bytes(m, state);
+        loop_checked = true;
+      }
       bool inside = true;
-      for (int i = 0; i < 4; ++i) inside = inside && (below_[c].bits[i] & ~loop->bits[i]) == 0;
+      for (int i = 0; i < 4; ++i) inside = inside && (below_[c].bits[i] & ~loop.bits[i]) == 0;
       if (inside) {
         for (uint32_t k = sub_begin_[c]; k < sub_end_[c]; ++k) {
           const auto id = uint32_t(dfs_tokens_[k]);
@@ -146,15 +196,14 @@ void TokenTrie::walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64
       const auto id = uint32_t(token_ids_[kid.first_token + k]);
       mask[id >> 6] |= uint64_t(1) << (id & 63);
     }
-    if (kid.n_children > 0 && !there.tops.empty()) walk(m, c, depth + 1, mask, w);
+    if (kid.n_children > 0 && !w.states[there].tops.empty()) walk(m, c, there, mask, w);
   }
 }
 
 void TokenTrie::allowed_tokens(Matcher& m, std::vector<uint64_t>& mask, WalkScratch& w) const {
   mask.assign((vocab_ + 63) / 64, 0);
-  if (w.states.size() < max_depth_ + 2) w.states.resize(max_depth_ + 2);
-  w.states[0] = m.state();
-  walk(m, 0, 0, mask, w);
+  if (w.keys.empty() || w.states.size() > (size_t(1) << 18)) w.clear();  // bounded memory
+  walk(m, 0, w.intern(m.state(), m), mask, w);
   if (m.accepting())
     for (int32_t id : eog_)
       if (id >= 0 && size_t(id) < vocab_) mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);

@@ -16,11 +16,22 @@ namespace loom::text { class Tokenizer; }
 
 namespace loom::text::constrain {
 
-// What one caller keeps between walks: a state per trie depth, and per matcher state the bytes
-// that lead back to the same state (a loop such as the inside of a JSON string).
+// What one caller keeps between walks: the matcher states walks have met, by id, with the
+// bytes each can read, the bytes that lead back to it (a loop: the inside of a JSON string),
+// and the transitions (state, byte) -> state already computed. Consecutive masks meet mostly
+// the same states (a bounded string's k-th and k+1-th characters), so a walk is mostly lookups.
 struct WalkScratch {
   std::vector<MatchState> states;
-  std::unordered_map<std::string, ByteSet> loops;
+  std::vector<ByteSet> next, loop;
+  std::vector<uint8_t> loop_known;
+  std::unordered_map<std::string, uint32_t> ids;
+  std::vector<uint64_t> keys;  // open addressing: (id << 8 | byte) + 1, 0 empty
+  std::vector<uint32_t> vals;
+  size_t n_trans = 0;
+  void clear();
+  uint32_t intern(const MatchState& s, const Matcher& m);
+  uint32_t step(Matcher& m, uint32_t id, uint8_t byte);
+  const ByteSet& loop_bytes(Matcher& m, uint32_t id);
 };
 
 class TokenTrie {
@@ -50,9 +61,8 @@ class TokenTrie {
     uint32_t first_token = 0, n_tokens = 0;    // tokens whose text ends here
     uint8_t byte = 0;                          // the edge into this node
   };
-  void walk(Matcher& m, uint32_t node, size_t depth, std::vector<uint64_t>& mask, WalkScratch& w) const;
+  void walk(Matcher& m, uint32_t node, uint32_t state, std::vector<uint64_t>& mask, WalkScratch& w) const;
   void index_subtrees();
-  const ByteSet& loop_bytes(Matcher& m, const MatchState& s, WalkScratch& w) const;
 
   size_t vocab_ = 0;
   std::vector<Node> nodes_;
