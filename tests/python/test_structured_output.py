@@ -164,3 +164,22 @@ def test_deeply_nested_schema_is_refused(server):
             "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": deep}}}
     status, out, _ = server.raw("POST", "/v1/chat/completions", body)
     assert status == 400 and b"deeper" in out, out
+
+
+def test_cli_run_with_a_schema_a_grammar_and_errors(loom_bin, smollm2, tmp_path):
+    path = SCHEMAS[0].parent / "fn_get_weather.json"
+    r = run_loom(loom_bin, "run", "-m", smollm2, "--chat", "-p", "Weather in Rome?", "--json-schema", path,
+                 "--temp", "0.7", "--seed", "5", "-n", longest(loom_bin, path) + 1)
+    validate(json.loads(path.read_text()), r.stdout)
+    g = tmp_path / "yes_no.gbnf"
+    g.write_text('root ::= ("yes" | "no") ", because " [a-z ]{1,20} "."\n')
+    r = run_loom(loom_bin, "run", "-m", smollm2, "--chat", "-p", "Is the sky blue?", "--grammar", g,
+                 "--temp", "0", "-n", "40")
+    assert re.fullmatch(r"(yes|no), because [a-z ]{1,20}\.\n", r.stdout), r.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "array", "uniqueItems": true}')
+    r = run_loom(loom_bin, "run", "-m", smollm2, "-p", "x", "--json-schema", bad, check=False)
+    assert r.returncode != 0 and "uniqueItems" in r.stderr and "bad.json" in r.stderr, r.stderr
+    g.write_text("root ::= item\n")
+    r = run_loom(loom_bin, "run", "-m", smollm2, "-p", "x", "--grammar", g, check=False)
+    assert r.returncode != 0 and "undefined rule 'item'" in r.stderr, r.stderr
