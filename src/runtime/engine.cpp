@@ -250,6 +250,7 @@ void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events
   auto* constraint = s.req.constraint.get();
   int32_t t = -1;
   try {
+    if (constraint && s.req.max_tokens >= 0) constraint->set_budget(s.req.max_tokens - s.stats.generated);
     t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)), constraint ? constraint->mask().data() : nullptr);
     if (constraint) constraint->accept(t);
   } catch (const loom::Error& e) {  // a grammar too ambiguous, or no token of the vocabulary fits

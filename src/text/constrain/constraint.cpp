@@ -1,5 +1,6 @@
 #include "text/constrain/constraint.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <nlohmann/json.hpp>
@@ -59,18 +60,40 @@ const std::vector<uint64_t>& Constraint::mask() {
   std::string key(reinterpret_cast<const char*>(s.tops.data()), s.tops.size() * sizeof(uint32_t));
   key += s.accepting ? '1' : '0';
   auto it = cache_.find(key);
-  if (it != cache_.end()) {
+  const uint32_t budget = scratch_.budget;
+  if (it != cache_.end() && (budget == UINT32_MAX || uint64_t(it->second.max_need) + 2 <= budget)) {
     ++hits_;
+    current_ = &it->second.mask;
   } else {
-    if (cache_.size() >= kMaxCachedMasks) cache_.clear();
     std::vector<uint64_t> mask;
     trie_->allowed_tokens(m_, mask, scratch_);
-    it = cache_.emplace(std::move(key), std::move(mask)).first;
+    if (scratch_.cut && std::none_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; })) {
+      // Too few tokens left for any completion: the output will be cut, as without a budget.
+      const uint32_t keep = scratch_.budget;
+      scratch_.budget = UINT32_MAX;
+      trie_->allowed_tokens(m_, mask, scratch_);
+      scratch_.budget = keep;
+    }
+    if (scratch_.cut) {
+      uncached_ = std::move(mask);
+      current_ = &uncached_;
+    } else {
+      if (cache_.size() >= kMaxCachedMasks) cache_.clear();
+      CachedMask& c = cache_[key];
+      c.mask = std::move(mask);
+      c.max_need = scratch_.max_need;
+      current_ = &c.mask;
+    }
   }
-  current_ = &it->second;
   ++masks_;
   mask_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   return *current_;
+}
+
+void Constraint::set_budget(int32_t tokens_left) {
+  const uint32_t b = tokens_left < 0 ? UINT32_MAX : uint32_t(tokens_left);
+  if (b != scratch_.budget) current_ = nullptr;
+  scratch_.budget = b;
 }
 
 bool Constraint::allowed(int32_t token) {

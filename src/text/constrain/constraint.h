@@ -39,6 +39,9 @@ class Constraint {
   // so far is complete). Cached per matcher state: JSON revisits the same states often.
   const std::vector<uint64_t>& mask();
   bool allowed(int32_t token);
+  // Tokens the request may still generate, this one included (< 0: no limit): from here on
+  // only tokens after which the output can still be completed in time are allowed.
+  void set_budget(int32_t tokens_left);
   // Advances on a sampled token; throws loom::Error when the grammar rejects it.
   // End-of-generation tokens are accepted when the grammar accepts and change nothing.
   void accept(int32_t token);
@@ -53,7 +56,12 @@ class Constraint {
   Matcher m_;
   std::shared_ptr<const TokenTrie> trie_;
   WalkScratch scratch_;
-  std::unordered_map<std::string, std::vector<uint64_t>> cache_;
+  struct CachedMask {
+    std::vector<uint64_t> mask;
+    uint32_t max_need = 0;  // valid for any budget >= max_need + 2
+  };
+  std::unordered_map<std::string, CachedMask> cache_;
+  std::vector<uint64_t> uncached_;  // a mask the budget cut: good for this step only
   const std::vector<uint64_t>* current_ = nullptr;  // mask of the present state, once computed
   double mask_seconds_ = 0;
   int64_t masks_ = 0, hits_ = 0;

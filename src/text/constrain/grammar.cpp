@@ -281,6 +281,29 @@ Grammar GrammarBuilder::finish(const std::string& root_name) {
       g.elems.insert(g.elems.end(), alt.begin(), alt.end());
       g.elems.push_back({Element::End, 0});
     }
+  // Shortest string of each rule (a fixpoint from "unknown"), then per position to its End.
+  constexpr uint32_t kInf = UINT32_MAX / 4;
+  std::vector<uint32_t> shortest(n, kInf);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r)
+      for (uint32_t start : g.rule_alts[r]) {
+        uint64_t len = 0;
+        for (uint32_t p = start; g.elems[p].kind != Element::End; ++p)
+          len += g.elems[p].kind == Element::Bytes ? 1 : shortest[g.elems[p].index];
+        if (len < shortest[r]) {
+          shortest[r] = uint32_t(len);
+          changed = true;
+        }
+      }
+  }
+  g.min_rest.assign(g.elems.size(), 0);
+  for (size_t p = g.elems.size(); p-- > 0;) {
+    const Element& e = g.elems[p];
+    if (e.kind == Element::End) continue;
+    const uint64_t rest = uint64_t(e.kind == Element::Bytes ? 1 : shortest[e.index]) + g.min_rest[p + 1];
+    g.min_rest[p] = uint32_t(std::min<uint64_t>(rest, kInf));
+  }
   return g;
 }
 

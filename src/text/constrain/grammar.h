@@ -49,6 +49,9 @@ struct Grammar {
   std::vector<Element> elems;
   std::vector<ByteSet> sets;
   uint32_t root = 0;
+  // Per position: the fewest bytes that finish its alternative from there (every rule is
+  // productive after finish(), so each is finite): what a shortest completion costs.
+  std::vector<uint32_t> min_rest;
 
   // The most bytes any accepted string has, when the language is finite (no cycle through
   // rule references); used to bound generation by a finite schema.

@@ -22,6 +22,7 @@ Matcher::Matcher(std::shared_ptr<const Grammar> g, size_t max_stacks) : g_(std::
 
 void Matcher::reset() {
   nodes_.clear();
+  chain_.clear();
   std::fill(keys_.begin(), keys_.end(), kEmpty);
   initial(state_);
 }
@@ -146,6 +147,25 @@ ByteSet Matcher::next_bytes(const MatchState& s) const {
   return b;
 }
 
+uint32_t Matcher::min_to_finish(const MatchState& s) {
+  if (s.accepting) return 0;
+  if (chain_.size() < nodes_.size()) chain_.resize(nodes_.size(), UINT32_MAX);
+  // Iteratively: a parent chain can be as deep as the input is nested.
+  auto chain = [&](int32_t id) {
+    std::vector<int32_t> up;
+    for (int32_t n = id; n >= 0 && chain_[size_t(n)] == UINT32_MAX; n = nodes_[size_t(n)].parent) up.push_back(n);
+    for (size_t i = up.size(); i-- > 0;) {
+      const Node& nd = nodes_[size_t(up[i])];
+      const uint64_t below = nd.parent < 0 ? 0 : chain_[size_t(nd.parent)];
+      chain_[size_t(up[i])] = uint32_t(std::min<uint64_t>(g_->min_rest[nd.pos] + below, UINT32_MAX / 2));
+    }
+    return id < 0 ? 0u : chain_[size_t(id)];
+  };
+  uint32_t best = UINT32_MAX;
+  for (uint32_t t : s.tops) best = std::min(best, chain(int32_t(t)));
+  return best;
+}
+
 bool Matcher::advance(std::string_view bytes) {
   MatchState cur = state_;
   for (unsigned char c : bytes) {
@@ -161,6 +181,7 @@ void Matcher::compact() {
   // Re-intern the current stacks bottom-up into a fresh arena.
   std::vector<Node> old = std::move(nodes_);
   nodes_.clear();
+  chain_.clear();
   std::fill(keys_.begin(), keys_.end(), kEmpty);
   std::vector<int32_t> remap(old.size(), -2);
   auto copy = [&](auto& self, int32_t id) -> int32_t {

@@ -38,6 +38,8 @@ class Matcher {
   // The pieces the token walk needs.
   void step(const MatchState& from, uint8_t byte, MatchState& to);
   ByteSet next_bytes(const MatchState& s) const;  // bytes some stack of s can read
+  // The fewest bytes that complete the input from state s (0 when it accepts).
+  uint32_t min_to_finish(const MatchState& s);
   const Grammar& grammar() const { return *g_; }
   // Node count; when the arena is large, compact() re-interns the current state alone
   // (node ids change: caches keyed by them must be dropped).
@@ -58,6 +60,7 @@ class Matcher {
   std::shared_ptr<const Grammar> g_;
   size_t max_stacks_;
   std::vector<Node> nodes_;
+  std::vector<uint32_t> chain_;  // per node: min_rest of its whole chain (UINT32_MAX: not yet)
   // Open-addressing map (pos, parent) -> node id, and the set of (pos, parent) pairs expanded
   // during one step (a nullable item repeated n times would otherwise expand 2^n ways).
   std::vector<uint64_t> keys_;

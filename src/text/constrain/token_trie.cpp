@@ -105,13 +105,25 @@ void WalkScratch::clear() {
   next.clear();
   loop.clear();
   loop_known.clear();
+  min_rest.clear();
   ids.clear();
   keys.assign(1 << 14, 0);
   vals.assign(1 << 14, 0);
   n_trans = 0;
 }
 
-uint32_t WalkScratch::intern(const MatchState& s, const Matcher& m) {
+bool WalkScratch::fits(uint32_t id) {
+  const bool finished = states[id].accepting && states[id].tops.empty();
+  if (finished) return true;
+  if (budget != UINT32_MAX && uint64_t(min_rest[id]) + 2 > budget) {
+    cut = true;
+    return false;
+  }
+  max_need = std::max(max_need, min_rest[id]);
+  return true;
+}
+
+uint32_t WalkScratch::intern(const MatchState& s, Matcher& m) {
   std::string key(reinterpret_cast<const char*>(s.tops.data()), s.tops.size() * sizeof(uint32_t));
   key += s.accepting ? '1' : '0';
   auto [it, fresh] = ids.emplace(std::move(key), uint32_t(states.size()));
@@ -120,6 +132,7 @@ uint32_t WalkScratch::intern(const MatchState& s, const Matcher& m) {
     next.push_back(m.next_bytes(s));
     loop.emplace_back();
     loop_known.push_back(0);
+    min_rest.push_back(m.min_to_finish(s));
   }
   return it->second;
 }
@@ -185,6 +198,7 @@ void TokenTrie::walk(Matcher& m, uint32_t node, uint32_t state, std::vector<uint
       bool inside = true;
       for (int i = 0; i < 4; ++i) inside = inside && (below_[c].bits[i] & ~loop.bits[i]) == 0;
       if (inside) {
+        if (!w.fits(there)) continue;  // the whole subtree ends in this same state
         for (uint32_t k = sub_begin_[c]; k < sub_end_[c]; ++k) {
           const auto id = uint32_t(dfs_tokens_[k]);
           mask[id >> 6] |= uint64_t(1) << (id & 63);
@@ -192,10 +206,11 @@ void TokenTrie::walk(Matcher& m, uint32_t node, uint32_t state, std::vector<uint
         continue;
       }
     }
-    for (uint32_t k = 0; k < kid.n_tokens; ++k) {
-      const auto id = uint32_t(token_ids_[kid.first_token + k]);
-      mask[id >> 6] |= uint64_t(1) << (id & 63);
-    }
+    if (kid.n_tokens > 0 && w.fits(there))
+      for (uint32_t k = 0; k < kid.n_tokens; ++k) {
+        const auto id = uint32_t(token_ids_[kid.first_token + k]);
+        mask[id >> 6] |= uint64_t(1) << (id & 63);
+      }
     if (kid.n_children > 0 && !w.states[there].tops.empty()) walk(m, c, there, mask, w);
   }
 }
@@ -203,6 +218,8 @@ void TokenTrie::walk(Matcher& m, uint32_t node, uint32_t state, std::vector<uint
 void TokenTrie::allowed_tokens(Matcher& m, std::vector<uint64_t>& mask, WalkScratch& w) const {
   mask.assign((vocab_ + 63) / 64, 0);
   if (w.keys.empty() || w.states.size() > (size_t(1) << 18)) w.clear();  // bounded memory
+  w.max_need = 0;
+  w.cut = false;
   walk(m, 0, w.intern(m.state(), m), mask, w);
   if (m.accepting())
     for (int32_t id : eog_)

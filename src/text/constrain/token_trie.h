@@ -24,12 +24,21 @@ struct WalkScratch {
   std::vector<MatchState> states;
   std::vector<ByteSet> next, loop;
   std::vector<uint8_t> loop_known;
+  std::vector<uint32_t> min_rest;  // per state: fewest bytes to finish
+  // Tokens left to the request (UINT32_MAX: no limit): a token is allowed only when what it
+  // leaves can still be finished in time (a byte a token, then the end token), so a reply cut
+  // by max_tokens is still complete. The walk reports the largest need among allowed tokens
+  // and whether the budget removed any.
+  uint32_t budget = UINT32_MAX;
+  uint32_t max_need = 0;
+  bool cut = false;
   std::unordered_map<std::string, uint32_t> ids;
   std::vector<uint64_t> keys;  // open addressing: (id << 8 | byte) + 1, 0 empty
   std::vector<uint32_t> vals;
   size_t n_trans = 0;
   void clear();
-  uint32_t intern(const MatchState& s, const Matcher& m);
+  uint32_t intern(const MatchState& s, Matcher& m);
+  bool fits(uint32_t id);  // a token ending in state id may be allowed under the budget
   uint32_t step(Matcher& m, uint32_t id, uint8_t byte);
   const ByteSet& loop_bytes(Matcher& m, uint32_t id);
 };

@@ -85,3 +85,43 @@ TEST(TokenTrie, RejectsATokenOutsideTheMask) {
   c.accept(1);
   EXPECT_TRUE(c.finished());
 }
+
+TEST(TokenTrie, ABudgetOfTokensAlwaysEndsComplete) {
+  // Random walks through recursive and unbounded grammars, told how many tokens are left:
+  // whatever is drawn, the output is complete by the last token (when a completion fits).
+  std::mt19937 rng(std::random_device{}());
+  const auto vocab = random_vocab(rng);
+  const int32_t eog = int32_t(vocab.size() - 1);
+  auto trie = std::make_shared<const TokenTrie>(vocab, std::vector<int32_t>{eog});
+  const std::vector<std::pair<SourceKind, std::string>> sources = {
+      {SourceKind::json_object, ""},
+      {SourceKind::json_schema, R"({"$defs":{"n":{"type":"object","properties":{"name":{"type":"string"},
+        "kids":{"type":"array","items":{"$ref":"#/$defs/n"}}},"required":["name","kids"]}},"$ref":"#/$defs/n"})"},
+      {SourceKind::gbnf, "root ::= \"(\" root* \")\" | [a-z]+"}};
+  for (const auto& [kind, text] : sources) {
+    auto g = compiled(kind, text);
+    Matcher fresh(g);
+    const int shortest = int(fresh.min_to_finish(fresh.state()));  // bytes; a token is at least one
+    for (int budget = shortest + 2; budget <= shortest + 30; budget += 7)
+      for (int walk = 0; walk < 4; ++walk) {
+        Constraint c(g, trie);
+        int used = 0;
+        bool ended = false;
+        for (; used < budget && !c.finished(); ++used) {
+          c.set_budget(budget - used);
+          const auto& mask = c.mask();
+          std::vector<int32_t> allowed;
+          for (size_t id = 0; id < vocab.size(); ++id)
+            if ((mask[id >> 6] >> (id & 63)) & 1) allowed.push_back(int32_t(id));
+          ASSERT_FALSE(allowed.empty());
+          const int32_t t = allowed[rng() % allowed.size()];
+          if (t == eog) {
+            ended = true;
+            break;
+          }
+          c.accept(t);
+        }
+        EXPECT_TRUE(ended || c.accepting()) << text << " budget " << budget;
+      }
+  }
+}
