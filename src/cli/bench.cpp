@@ -21,6 +21,7 @@
 #include "backend/registry.h"
 #include "cli/bench_serve.h"
 #include "cli/bench_spec.h"
+#include "cli/bench_constrained.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "quant/simd/kernels.h"
@@ -35,6 +36,7 @@ struct BenchArgs {
   std::vector<int> pp{512}, tg{128}, parallel;
   int depth = 0, reps = 5, threads = 0, warmup = 1, n_batch = 512;
   bool as_json = false, quiet = false, ceiling = false;
+  std::vector<std::string> schemas;  // --json-schema: the structured-output mode (bench_constrained.h)
 };
 
 // --ceiling: the machine's limits for this file (see bench/ceiling.h), measured after the runs.
@@ -103,6 +105,9 @@ std::string test_name(const Test& t) {
 }
 
 void run_bench(const BenchArgs& a) {
+  if (!a.schemas.empty())
+    return loom::cli::bench_constrained({a.model, a.gguf, a.schemas, a.reps, a.threads,
+                                         a.tg.empty() ? 128 : std::max(a.tg.front(), 2), a.as_json});
   loom::runtime::RunOptions ro;
   ro.threads = a.threads;
   ro.n_batch = a.n_batch;
@@ -345,6 +350,9 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   c->add_option("--vs", a->vs, "peer on the same file: llama.cpp (llama-cpp-python) or a path to llama-bench");
   c->add_flag("--ceiling", a->ceiling, "also measure read bandwidth and int8 peak: the tg and pp ceilings for this file");
   c->add_flag("--json", a->as_json, "machine-readable output");
+  c->add_option("--json-schema", a->schemas,
+                "structured-output mode: per JSON Schema file, compile time and mask time per token vs the decode step "
+                "(generation up to -n tokens)");
   c->add_flag("-q,--quiet", a->quiet, "no progress line");
   // Speculative decoding: decode t/s of one real prompt, plain and with each drafter.
   auto sp = std::make_shared<loom::cli::SpecBenchArgs>();

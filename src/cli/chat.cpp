@@ -59,6 +59,7 @@ void chat(ChatArgs& a) {
     req.max_tokens = a.n_predict;
     req.cache_prefix = true;  // the next turn starts from this one's blocks
     req.speculation = speculation;
+    req.constraint = a.gen.constraint(bundle.tokenizer());  // each reply on its own
     const auto sub = engine->submit(std::move(req));
     if (!sub.ok()) {  // e.g. the conversation outgrew the context: keep the chat alive
       history.pop_back();

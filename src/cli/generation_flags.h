@@ -3,12 +3,14 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/engine.h"
 #include "runtime/model_bundle.h"
 #include "runtime/sampler.h"
 #include "runtime/spec/drafter.h"
+#include "text/constrain/constraint.h"
 
 namespace loom::cli {
 
@@ -22,12 +24,21 @@ struct GenerationFlags {
   int64_t seed = -1;  // -1: from the clock (printed so a run can be repeated)
   std::string spec;        // speculative decoding: lookup, draft:PATH, layers:K (runtime/spec/source.h)
   int32_t draft_max = runtime::spec::Speculation::kDefaultDraftMax;
+  // Structured output: at most one of these.
+  std::string grammar_file, json_schema_file, regex;
+  bool json_object = false;
 
   void add_to(CLI::App& cmd);
+  // A fresh constraint for one request (the grammar compiled once, on first use), or null when
+  // no constraint flag was given. Throws loom::Error naming what the grammar or schema lacks.
+  std::shared_ptr<text::constrain::Constraint> constraint(const text::Tokenizer& tok);
   runtime::RunOptions run_options() const;
   runtime::SamplerParams sampler_params();  // resolves the seed
   // The drafter --spec names, opened for `bundle` (no source: no speculation).
   runtime::spec::Speculation speculation(const runtime::ModelBundle& bundle) const;
+
+ private:
+  std::optional<text::constrain::CompiledGrammar> compiled_;
 };
 
 // Adds --spec and --draft-max to a verb (run, chat, bench, serve share their meaning).

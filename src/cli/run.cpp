@@ -36,6 +36,13 @@ void GenerationFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty")->capture_default_str();
   cmd.add_option("--seed", seed, "sampling seed (-1: from the clock)");
   add_spec_flags(cmd, spec, draft_max);
+  auto* g = cmd.add_option("--grammar", grammar_file, "constrain the output to a GBNF grammar (llama.cpp's syntax) in FILE");
+  auto* j = cmd.add_option("--json-schema", json_schema_file, "constrain the output to JSON valid against the JSON Schema in FILE");
+  auto* r = cmd.add_option("--regex", regex, "constrain the output to match a regular expression");
+  auto* o = cmd.add_flag("--json-object", json_object, "constrain the output to any JSON object");
+  g->excludes(j)->excludes(r)->excludes(o);
+  j->excludes(r)->excludes(o);
+  r->excludes(o);
 }
 
 void add_spec_flags(CLI::App& cmd, std::string& spec, int32_t& draft_max) {
@@ -56,6 +63,30 @@ std::string speculation_line(const runtime::RequestStats& s) {
   return fmt::format("speculation: {} drafted, {} accepted ({:.1f}%), {:.2f} tokens per verifying step", s.drafted,
                      s.draft_accepted, 100.0 * s.draft_accepted / std::max(1, s.drafted),
                      1.0 + double(s.draft_accepted) / s.verify_steps);
+}
+
+std::shared_ptr<text::constrain::Constraint> GenerationFlags::constraint(const text::Tokenizer& tok) {
+  namespace tc = text::constrain;
+  if (!compiled_) {
+    auto read = [](const std::string& path) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) loom::fail("cannot open {}", path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    try {
+      if (!grammar_file.empty()) compiled_ = tc::compile(tc::SourceKind::gbnf, read(grammar_file));
+      else if (!json_schema_file.empty()) compiled_ = tc::compile(tc::SourceKind::json_schema, read(json_schema_file));
+      else if (!regex.empty()) compiled_ = tc::compile(tc::SourceKind::regex, regex);
+      else if (json_object) compiled_ = tc::compile(tc::SourceKind::json_object, "");
+      else return nullptr;
+    } catch (const loom::Error& e) {
+      const std::string& src = !grammar_file.empty() ? grammar_file : !json_schema_file.empty() ? json_schema_file : "--regex";
+      loom::fail("{}: {}", json_object ? "--json-object" : src, e.what());
+    }
+  }
+  return std::make_shared<tc::Constraint>(compiled_->grammar, tc::TokenTrie::of(tok));
 }
 
 runtime::RunOptions GenerationFlags::run_options() const {
@@ -125,6 +156,7 @@ void run_once(RunArgs& a) {
   req.max_tokens = a.n_predict;
   req.cache_prefix = false;  // one request: nothing to share with
   req.speculation = a.gen.speculation(bundle);
+  req.constraint = a.gen.constraint(bundle.tokenizer());
   const auto sub = engine->submit(std::move(req));
   if (!sub.ok()) loom::fail("{}", sub.refused);
   if (!a.chat) {

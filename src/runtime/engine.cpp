@@ -8,6 +8,7 @@
 #include "runtime/scheduler.h"
 #include "runtime/spec/draft_length.h"
 #include "runtime/spec/verify.h"
+#include "text/constrain/constraint.h"
 
 namespace loom::runtime {
 
@@ -197,7 +198,9 @@ bool Engine::admit(Sequence& s) {
   s.tokens = prompt;
   for (int32_t t : prompt) s.sampler.accept(t);
   if (tok_) s.stream.emplace(*tok_);
-  if (s.req.speculation.source && s.req.speculation.draft_max > 0) {
+  // A constrained request decodes plainly: verifying drafts would need the grammar's mask for
+  // every row and a parse state to roll back.
+  if (s.req.speculation.source && s.req.speculation.draft_max > 0 && !s.req.constraint) {
     s.drafter = s.req.speculation.source->make();
     s.draft_len = spec::DraftLength(s.req.speculation.draft_max);
   }
@@ -254,7 +257,16 @@ void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events
     finish(s, Finish::length, events);
     return;
   }
-  emit(s, s.sampler.sample(std::span<const float>(logits, size_t(vocab_))), logits, events);
+  auto* constraint = s.req.constraint.get();
+  int32_t t = -1;
+  try {
+    if (constraint && s.req.max_tokens >= 0) constraint->set_budget(s.req.max_tokens - s.stats.generated);
+    t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)), constraint ? constraint->mask().data() : nullptr);
+    if (constraint) constraint->accept(t);
+  } catch (const loom::Error& e) {  // a grammar too ambiguous, or no token of the vocabulary fits
+    return finish(s, Finish::error, events, fmt::format("constrained output: {}", e.what()));
+  }
+  emit(s, t, logits, events);
 }
 
 // Reports token t, chosen from `logits`; true when it ended the request.
@@ -271,6 +283,8 @@ bool Engine::emit(Sequence& s, int32_t t, const float* logits, std::vector<Event
     const bool at_limit = s.req.max_tokens >= 0 && s.stats.generated >= s.req.max_tokens;
     if (at_limit || s.n_computed >= opts_.n_ctx) {
       finish(s, Finish::length, events, {}, std::move(piece), t);
+    } else if (s.req.constraint && s.req.constraint->finished()) {  // the grammar allows nothing more
+      finish(s, Finish::stop, events, {}, std::move(piece), t);
     } else {
       s.tokens.push_back(t);
       events.push_back({s.id, t, std::move(piece), Finish::none, {}, {}, {}});

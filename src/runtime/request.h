@@ -1,6 +1,7 @@
 // What a front end hands the engine (Request) and what it gets back, step by step (Event).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -8,6 +9,8 @@
 
 #include "runtime/sampler.h"
 #include "runtime/spec/drafter.h"
+
+namespace loom::text::constrain { class Constraint; }
 
 namespace loom::runtime {
 
@@ -30,6 +33,10 @@ struct Request {
   // Speculative decoding (runtime/spec/): drafts from this source are verified k + 1 rows at a
   // time; the tokens are the same as without (at temperature > 0, the same distribution).
   spec::Speculation speculation;
+  // Structured output (text/constrain/constraint.h): only tokens the grammar allows are
+  // sampled, end-of-generation only once the output is complete, and the request ends
+  // (Finish::stop) when nothing more may follow. One per request: it holds the parse state.
+  std::shared_ptr<text::constrain::Constraint> constraint;
 };
 
 enum class Finish { none, eog, stop, length, cancelled, error };

@@ -112,7 +112,7 @@ void Sampler::min_p(std::vector<Candidate>& c, float p) {
 
 // Greedy without building the candidate list: the penalties change only the logits of tokens
 // in the window, so the argmax runs over the raw row with those few replaced.
-int32_t Sampler::argmax(std::span<const float> logits) const {
+int32_t Sampler::argmax(std::span<const float> logits, const uint64_t* allowed) const {
   std::vector<Candidate> pen;
   if (!recent_.empty() && (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f)) {
     for (int32_t t : recent_)
@@ -122,20 +122,32 @@ int32_t Sampler::argmax(std::span<const float> logits) const {
               pen.end());
     apply_penalties(pen);
   }
-  Candidate best{0, -INFINITY};
+  Candidate best{-1, -INFINITY};
   size_t k = 0;  // next penalized id (ascending)
   for (size_t i = 0; i < logits.size(); ++i) {
     float x = logits[i];
     if (k < pen.size() && size_t(pen[k].id) == i) x = pen[k++].logit;
-    if (x > best.logit || i == 0) best = {int32_t(i), x};  // ties keep the lowest id
+    if (allowed && !((allowed[i >> 6] >> (i & 63)) & 1)) continue;
+    if (x > best.logit || best.id < 0) best = {int32_t(i), x};  // ties keep the lowest id
   }
+  if (best.id < 0) loom::fail("sampler: the constraint allows no token");
   return best.id;
 }
 
-std::vector<Candidate> Sampler::distribution(std::span<const float> logits) const {
+std::vector<Candidate> Sampler::distribution(std::span<const float> logits, const uint64_t* allowed) const {
   if (logits.empty()) loom::fail("sampler: empty logits");
-  std::vector<Candidate> c(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) c[i] = {int32_t(i), logits[i]};
+  std::vector<Candidate> c;
+  if (!allowed) {
+    c.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) c[i] = {int32_t(i), logits[i]};
+  } else {
+    for (size_t w = 0; w < (logits.size() + 63) / 64; ++w)
+      for (uint64_t bits = allowed[w]; bits; bits &= bits - 1) {
+        const size_t i = w * 64 + size_t(__builtin_ctzll(bits));
+        if (i < logits.size()) c.push_back({int32_t(i), logits[i]});
+      }
+    if (c.empty()) loom::fail("sampler: the constraint allows no token");
+  }
   apply_penalties(c);
   top_k(c, p_.top_k);
   top_p(c, p_.top_p);
@@ -156,10 +168,10 @@ int32_t Sampler::draw(const std::vector<Candidate>& c, double total) {
   return c.back().id;  // rounding left u just above the total
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+int32_t Sampler::sample(std::span<const float> logits, const uint64_t* allowed) {
   if (logits.empty()) loom::fail("sampler: empty logits");
-  if (p_.temperature <= 0.0f) return argmax(logits);
-  return draw(distribution(logits));
+  if (p_.temperature <= 0.0f) return argmax(logits, allowed);
+  return draw(distribution(logits, allowed));
 }
 
 Logprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top_n) {

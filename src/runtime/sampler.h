@@ -4,7 +4,8 @@
 // temperature <= 0 means greedy: the argmax after penalties (lowest id on ties).
 // The draw uses Loom's own PRNG (xoshiro256**, seeded by splitmix64) and its own inverse-CDF
 // walk, never std::*_distribution, so one seed gives one token sequence on every platform.
-// Constrained output will enter as a mask applied before the chain.
+// Constrained output enters as a mask applied before the chain: a token outside it is never
+// a candidate (text/constrain/constraint.h computes it).
 // token_logprobs() reports log-probabilities of the raw logits, before any of the chain.
 #pragma once
 #include <cstdint>
@@ -46,7 +47,10 @@ class Sampler {
  public:
   explicit Sampler(SamplerParams params);
   // Picks a token; does not record it (call accept, so prompt tokens can be fed too).
-  int32_t sample(std::span<const float> logits);
+  // `allowed` (logits.size() bits, bit i of word i / 64), when given, is the constraint's mask:
+  // only its tokens are candidates, before penalties, top-k/p, min-p and temperature. It
+  // must allow at least one token.
+  int32_t sample(std::span<const float> logits, const uint64_t* allowed = nullptr);
   // Records a token in the penalty window.
   void accept(int32_t token);
   void reset();  // clears the window and reseeds
@@ -57,7 +61,7 @@ class Sampler {
   // min-p, temperature) with their probabilities, most likely first (temperature > 0 only);
   // a draw from candidates whose p sum to `total` (a residual after removing a rejected draft
   // sums to less than 1); a uniform [0, 1).
-  std::vector<Candidate> distribution(std::span<const float> logits) const;
+  std::vector<Candidate> distribution(std::span<const float> logits, const uint64_t* allowed = nullptr) const;
   int32_t draw(const std::vector<Candidate>& c, double total = 1.0);
   double uniform() { return rng_.uniform(); }
 
@@ -69,7 +73,7 @@ class Sampler {
   static void softmax(std::vector<Candidate>& c);  // sorts by logit, descending; fills p
 
  private:
-  int32_t argmax(std::span<const float> logits) const;
+  int32_t argmax(std::span<const float> logits, const uint64_t* allowed) const;
   SamplerParams p_;
   Rng rng_;
   std::deque<int32_t> recent_;

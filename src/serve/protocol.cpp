@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error.h"
 #include "text/utf8.h"
 
 namespace loom::serve {
@@ -73,12 +74,35 @@ void refuse_unsupported(const json& o) {
   for (const char* f : {"tools", "tool_choice", "functions", "function_call", "logit_bias", "suffix", "best_of"})
     if (const json* v = field(o, f); v && !(v->is_array() && v->empty()))
       throw ApiError(400, fmt::format("'{}' is not supported by this server yet", f), "invalid_request_error", f);
-  if (const json* rf = field(o, "response_format")) {
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) bad("response_format", "must be an object with a 'type'");
-    if ((*rf)["type"] != "text")
-      throw ApiError(400, fmt::format("response_format type '{}' is not supported by this server yet",
-                                      (*rf)["type"].get<std::string>()), "invalid_request_error", "response_format");
+}
+
+// response_format: text (nothing), json_object, or json_schema ({"json_schema": {"name",
+// "schema", "strict"}}). The schema is read again from the body in its written key order
+// (properties are generated in the order the schema lists them).
+std::shared_ptr<const text::constrain::CompiledGrammar> response_format(const json& o, const std::string& body) {
+  namespace tc = text::constrain;
+  const json* rf = field(o, "response_format");
+  if (!rf) return nullptr;
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) bad("response_format", "must be an object with a 'type'");
+  const std::string type = (*rf)["type"];
+  try {
+    if (type == "text") return nullptr;
+    if (type == "json_object") return std::make_shared<tc::CompiledGrammar>(tc::compile(tc::SourceKind::json_object, ""));
+    if (type == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object()) bad("response_format.json_schema", "is required with type 'json_schema' and must be an object");
+      if (const json* st = field(*js, "strict"); st && !st->is_boolean()) bad("response_format.json_schema.strict", "must be true or false");
+      const json* schema = field(*js, "schema");
+      if (!schema) bad("response_format.json_schema.schema", "is required");
+      const auto ordered = nlohmann::ordered_json::parse(body);
+      return std::make_shared<tc::CompiledGrammar>(
+          tc::compile(tc::SourceKind::json_schema, ordered["response_format"]["json_schema"]["schema"].dump()));
+    }
+  } catch (const loom::Error& e) {
+    throw ApiError(400, fmt::format("response_format: {}", e.what()), "invalid_request_error", "response_format");
   }
+  throw ApiError(400, fmt::format("response_format type '{}' is not supported (text, json_object, json_schema)", type),
+                 "invalid_request_error", "response_format");
 }
 
 Generation parse_generation(const json& o, const Limits& lim) {
@@ -179,6 +203,7 @@ ChatRequest parse_chat(const std::string& body, const Limits& lim) {
   const json o = parse_body(body);
   ChatRequest r;
   r.gen = parse_generation(o, lim);
+  r.gen.grammar = response_format(o, body);
   r.gen.logprobs = boolean(o, "logprobs", false);
   if (field(o, "top_logprobs")) {
     r.gen.top_logprobs = int32_t(integer(o, "top_logprobs", 0, 0, runtime::kMaxTopLogprobs));
@@ -211,6 +236,7 @@ CompletionRequest parse_completion(const std::string& body, const Limits& lim) {
   const json o = parse_body(body);
   CompletionRequest r;
   r.gen = parse_generation(o, lim);
+  r.gen.grammar = response_format(o, body);
   const json* p = field(o, "prompt");
   if (!p) bad("prompt", "is required");
   if (p->is_string()) r.prompt = p->get<std::string>();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/sampler.h"
+#include "text/constrain/constraint.h"
 #include "text/chat_template.h"
 
 namespace loom::serve {
@@ -51,6 +52,9 @@ struct Generation {
   // drafter) and 'draft_max' (1..64); empty / 0: the server's defaults.
   std::string speculation;
   int32_t draft_max = 0;
+  // response_format json_object / json_schema: the grammar every choice is constrained by
+  // (compiled while parsing, so an unsupported schema feature is a 400 naming it).
+  std::shared_ptr<const text::constrain::CompiledGrammar> grammar;
 };
 
 struct ChatRequest {

@@ -86,7 +86,8 @@ struct Server::Job {
 
   // The engine's logprobs of a content token (an end token's are not reported), with pieces.
   std::optional<TokenReport> report(const runtime::Event& ev) const {
-    const bool end_token = ev.finish == runtime::Finish::eog || ev.finish == runtime::Finish::stop;
+    // A stop finish carries text when a constraint ended the reply on its last content token.
+    const bool end_token = ev.finish == runtime::Finish::eog || (ev.finish == runtime::Finish::stop && ev.text.empty());
     if (!ev.logprobs || ev.token < 0 || end_token) return std::nullopt;
     const auto& tok = srv.bundle_.tokenizer();
     TokenReport r{tok.token_to_piece(ev.token, true), ev.logprobs->logprob, {}, 0};
@@ -351,6 +352,9 @@ void Server::generate(const std::string& body, bool chat, void* res_ptr) {
       r.logprobs = gen.logprobs;
       r.top_logprobs = gen.top_logprobs;
       r.speculation = speculation_for(gen);
+      if (gen.grammar)
+        r.constraint = std::make_shared<text::constrain::Constraint>(gen.grammar->grammar,
+                                                                     text::constrain::TokenTrie::of(bundle_.tokenizer()));
       std::string refused;
       auto st = loop_->submit(std::move(r), refused);
       if (!st) throw ApiError(400, refused, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");

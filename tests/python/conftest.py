@@ -57,7 +57,8 @@ def ggml_lib_dir():
 REQUIRE_ALL = os.environ.get("LOOM_REQUIRE_ALL") == "1"
 
 # Import name -> the package that provides it (all pinned in requirements.txt).
-ORACLE_PACKAGES = {"llama_cpp": "llama-cpp-python", "gguf": "gguf", "jinja2": "jinja2", "numpy": "numpy"}
+ORACLE_PACKAGES = {"llama_cpp": "llama-cpp-python", "gguf": "gguf", "jinja2": "jinja2", "numpy": "numpy",
+                   "jsonschema": "jsonschema"}
 
 
 def missing(what, how):

@@ -14,6 +14,7 @@
 #include "chain_model.h"
 #include "common/error.h"
 #include "runtime/engine.h"
+#include "text/constrain/constraint.h"
 #include "text/stream_decoder.h"
 
 using namespace loom;
@@ -312,6 +313,35 @@ TEST(Engine, Utf8SplitAcrossTokensArrivesWhole) {
   // The orphan continuation bytes 0x82 0xAC are invalid: one U+FFFD each, then the rest whole.
   EXPECT_EQ(out[from_euro].text, "\xEF\xBF\xBD\xEF\xBF\xBD\xF0\x9F\x98\x80" "b");
   EXPECT_EQ(out[from_euro].finish, Finish::eog);
+}
+
+TEST(Engine, ConstraintMasksSamplingAndEndsTheRequest) {
+  // The chain model prefers a -> b -> c -> a; a constraint overrides what it disallows (greedy
+  // then takes the lowest allowed id: every other logit is 0), allows the end token only once
+  // the grammar accepts, and ends the request when nothing more may follow.
+  auto probe = lt::make_chain_model({});
+  const int32_t a = probe.byte_token('a'), b = probe.byte_token('b'), c = probe.byte_token('c');
+  auto cm = lt::make_chain_model({{a, b}, {b, c}, {c, a}});
+  const auto tok = text::Tokenizer::from_gguf(*cm.file);
+  auto ws = backend::WeightSource::bind(cm.module, *cm.file);
+  Engine e(backend::cpu::make_reference_backend()->compile(cm.module, ws, {1}), {.n_ctx = 64, .max_seqs = 3}, &tok);
+  namespace tc = text::constrain;
+  auto with = [&](const std::string& gbnf) {
+    Request r = greedy({a}, 20);
+    r.constraint = std::make_shared<tc::Constraint>(tc::compile(tc::SourceKind::gbnf, gbnf).grammar, tc::TokenTrie::of(tok));
+    return r;
+  };
+  const auto free = submit_ok(e, greedy({a}, 6));
+  const auto forced = submit_ok(e, with("root ::= \"bz\""));         // c is preferred after b; z is forced
+  const auto optional = submit_ok(e, with("root ::= \"bca\" \"q\"?"));  // after bca: q or the end token
+  auto out = drain(e);
+  EXPECT_EQ(out[free].text, "bcabca");
+  EXPECT_EQ(out[forced].text, "bz");
+  EXPECT_EQ(out[forced].finish, Finish::stop);  // nothing may follow: ended without an end token
+  EXPECT_EQ(out[forced].tokens.size(), 2u);
+  EXPECT_EQ(out[optional].text, "bca");
+  EXPECT_LT(int32_t(cm.vocab.eos_id), probe.byte_token('q'));  // why greedy picks the end token
+  EXPECT_EQ(out[optional].finish, Finish::eog);
 }
 
 TEST(Engine, DirectSequenceChunksRollbackAndLimits) {

@@ -136,3 +136,34 @@ TEST(Protocol, LimitsOnMessagesAndStops) {
 
 }  // namespace
 }  // namespace loom::serve
+
+namespace loom::serve {
+namespace {
+
+TEST(Protocol, ResponseFormatCompilesItsGrammarOr400sNamingTheFeature) {
+  const std::string head = R"({"model": "m", )" + kMsgs + R"(, "response_format": )";
+  EXPECT_EQ(parse_chat(head + R"({"type": "text"}})", Limits{}).gen.grammar, nullptr);
+  EXPECT_NE(parse_chat(head + R"({"type": "json_object"}})", Limits{}).gen.grammar, nullptr);
+  const auto r = parse_completion(R"({"model": "m", "prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"name": "n", "strict": true, "schema": {"type": "object", "properties": {"b": {"type": "integer"},
+      "a": {"type": "string"}}, "required": ["b", "a"]}}}})", Limits{});
+  ASSERT_NE(r.gen.grammar, nullptr);
+  // The properties keep the order the body wrote them in (b before a), not a sorted one.
+  text::constrain::Matcher in_order(r.gen.grammar->grammar), sorted(r.gen.grammar->grammar);
+  EXPECT_TRUE(in_order.advance(R"({"b": 1, "a": "x"})") && in_order.accepting());
+  EXPECT_FALSE(sorted.advance(R"({"a": "x", "b": 1})"));
+  try {
+    parse_chat(head + R"({"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "string", "format": "hostname"}}}})",
+               Limits{});
+    ADD_FAILURE() << "an unsupported format was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "response_format");
+    EXPECT_NE(std::string(e.what()).find("hostname"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(param_of(head + R"({"type": "json_schema"}})"), "response_format.json_schema");
+  EXPECT_EQ(param_of(head + R"({"type": "yaml"}})"), "response_format");
+}
+
+}  // namespace
+}  // namespace loom::serve
