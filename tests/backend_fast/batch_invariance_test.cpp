@@ -8,8 +8,11 @@
 
 #include <cstring>
 #include <numeric>
+#include <random>
 
 #include "backend/cpu/fast/fast_backend.h"
+#include "backend/cpu/fast/repack.h"
+#include "quant/simd/kernels.h"
 #include "../backend/kv_fixture.h"
 #include "synthetic_program.h"
 
@@ -28,9 +31,11 @@ std::vector<int32_t> tokens(int vocab, int seed) {
 struct Harness {
   loom::testing::SyntheticModel sm;
   std::unique_ptr<backend::Plan> plan;
-  Harness(loom::testing::SyntheticSpec spec, int64_t chunk, int threads) : sm(loom::testing::make_synthetic(spec)) {
+  Harness(loom::testing::SyntheticSpec spec, int64_t chunk, int threads, const std::string& isa = "auto")
+      : sm(loom::testing::make_synthetic(spec)) {
     ir::Module m = sm.module;
     if (chunk > 0) m.schedule.push_back({"attention", "", {{"chunk", ir::AttrValue(chunk)}}, {}});
+    if (isa != "auto") m.schedule.push_back({"", "", {{"isa", ir::AttrValue(isa)}}, {}});
     auto ws = backend::WeightSource::bind(m, *sm.file);
     plan = backend::cpu::make_fast_backend()->compile(m, ws, {threads});
   }
@@ -85,8 +90,9 @@ void expect_identical(const std::vector<float>& want, const std::vector<float>& 
     }
 }
 
-void check(loom::testing::SyntheticSpec spec, int64_t chunk) {
-  Harness h(spec, chunk, 2);
+void check(loom::testing::SyntheticSpec spec, int64_t chunk, const std::string& isa = "auto") {
+  SCOPED_TRACE("isa " + isa);
+  Harness h(spec, chunk, 2, isa);
   const auto a = tokens(spec.V, 1), b = tokens(spec.V, 2);
   const auto alone = run(h, a, b, {kLen}, 0);  // the whole prompt in one step
   const int64_t V = h.V();
@@ -95,7 +101,7 @@ void check(loom::testing::SyntheticSpec spec, int64_t chunk) {
   expect_identical(alone, run(h, a, b, {7, 16, 1, 9}, 1), V, "beside another sequence's decode tokens");
   expect_identical(alone, run(h, a, b, {5, 30}, 12), V, "beside another sequence's prompt chunks");
   expect_identical(alone, run(h, a, b, {2, 2, 2, 17}, 40), V, "beside a long chunk of another sequence");
-  Harness one(spec, chunk, 1);
+  Harness one(spec, chunk, 1, isa);
   expect_identical(alone, run(one, a, b, {kLen}, 0), V, "one thread");
 }
 
@@ -115,4 +121,81 @@ TEST(FastBatchInvariance, SlidingWindowAndSoftcap) {
   s.DH = 64;
   check(s, 0);
   check(s, 5);
+}
+
+// Real shapes: matmul inner dims of several (super-)blocks (E = 768: 3 super-blocks / 24
+// blocks, F = 1536: 6 / 48), with every weight type the fast backend has kernels for. A step of
+// up to 8 rows runs the weight-streaming GEMV tiles on the stored rows, more rows the GEMM
+// tiles -- for Q5_0 on a Q8_0 copy (repack.h) -- and each row's result must not depend on which
+// ran. (Gemma-3-270M Q4_K_M keeps attn_q/k and ffn_gate/up in Q5_0: its `loom logits -b 9`
+// differed from `-b 1` by up to ~5 until the Q5_0 kernels matched the Q8_0 ones lane for lane.)
+// Every ISA level this host runs.
+static loom::testing::SyntheticSpec wide(gguf::TensorType w, gguf::TensorType v) {
+  loom::testing::SyntheticSpec s;
+  s.E = 768;
+  s.F = 1536;
+  s.H = 12;
+  s.HKV = 4;
+  s.DH = 64;
+  s.L = 1;
+  s.wtype = w;
+  s.vtype = v;
+  return s;
+}
+
+// The ISA caps worth running here: "auto" only where it is above avx2 (AVX-512 hosts).
+static std::vector<std::string> isa_caps() {
+  std::vector<std::string> v{"avx2", "scalar"};
+  if (quant::simd::best_isa() > quant::simd::Isa::avx2) v.insert(v.begin(), "auto");
+  return v;
+}
+
+TEST(FastBatchInvariance, SeveralSuperBlocksKQuants) {
+  using T = gguf::TensorType;
+  for (const std::string& isa : isa_caps()) {
+    check(wide(T::Q4_K, T::Q6_K), 0, isa);
+    check(wide(T::Q5_K, T::Q6_K), 0, isa);
+  }
+}
+
+TEST(FastBatchInvariance, SeveralBlocksLegacy) {
+  using T = gguf::TensorType;
+  for (const std::string& isa : isa_caps()) {
+    check(wide(T::Q4_0, T::Q5_0), 0, isa);
+    check(wide(T::Q4_1, T::Q8_0), 0, isa);
+    check(wide(T::Q5_1, T::F16), 0, isa);
+  }
+}
+
+// Prefill dots Q5_0 weights on their Q8_0 copy (repack.h), decode on the stored rows: the
+// kernels must give the same bits for both, at every ISA level, on fresh random rows.
+TEST(FastBatchInvariance, Q5_0PrefillCopyDotsLikeStoredRows) {
+  using T = gguf::TensorType;
+  namespace simd = loom::quant::simd;
+  const simd::Isa saved = simd::isa();
+  const int64_t k = 640, rows = 5, n_act = 3;
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(size_t(k * rows));
+  for (auto& v : x) v = nd(rng);
+  const size_t wrb = loom::quant::row_size(T::Q5_0, k), arb = loom::quant::row_size(T::Q8_0, k);
+  std::vector<uint8_t> w(wrb * rows), act(arb * n_act);
+  for (int64_t r = 0; r < rows; ++r) loom::quant::quantize_row(T::Q5_0, x.data() + r * k, w.data() + r * wrb, k);
+  for (int64_t a = 0; a < n_act; ++a) loom::quant::quantize_row(T::Q8_0, x.data() + a * k, act.data() + a * arb, k);
+  gguf::TensorInfo info;
+  info.dims = {uint64_t(k), uint64_t(rows)};
+  info.type = T::Q5_0;
+  info.data = w.data();
+  backend::cpu::fast::RepackedWeight rw;
+  ASSERT_TRUE(backend::cpu::fast::repack_for_gemm(info, rw));
+  ASSERT_EQ(rw.type, T::Q8_0);
+  for (simd::Isa l : {simd::Isa::scalar, simd::Isa::avx2, simd::Isa::avx512}) {
+    if (l > simd::best_isa()) continue;
+    simd::force_isa(l);
+    std::vector<float> stored(size_t(rows * n_act)), copy(size_t(rows * n_act));
+    simd::gemm(T::Q5_0, w.data(), wrb, rows, act.data(), arb, n_act, stored.data(), size_t(rows), k);
+    simd::gemm(T::Q8_0, rw.data.data(), arb, rows, act.data(), arb, n_act, copy.data(), size_t(rows), k);
+    expect_identical(stored, copy, rows, simd::isa_name());
+  }
+  simd::force_isa(saved);
 }

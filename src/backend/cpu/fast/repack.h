@@ -1,12 +1,14 @@
 // Compile-time weight repacking for the fast backend. Q5_0 rows are rewritten as Q8_0 with the
 // same scales: every Q5_0 value (q - 16, in [-16, 15]) is an int8, both formats dot against
-// Q8_0 activations, so the integer block sums are unchanged (the GEMMs add the per-block
-// products in their own float orders, so results agree within the backend's contract), while the
-// Q8_0 kernels skip the fifth-bit unpacking (on this machine's AVX-512 kernels a Q5_0 GEMV
-// streams ~5 GB/s per thread against ~10 GB/s for Q8_0). Used for prefill only (+10% pp256 on
-// the 135M Q4_K_M shape, 1 thread); decode keeps the stored rows, which move 22/34 the bytes
-// (repacked decode measured -11%). Costs 34/22 of those weights' bytes in memory; the
-// schedule's `matmul = {prefill_repack = false}` turns it off. On AVX-512 the x8 layout
+// Q8_0 activations, so the integer block sums are unchanged; and the Q5_0 kernels decode to
+// exactly the bytes the Q8_0 kernels read from this copy and dot them the same way (quant/simd/
+// legacy.inc, DecQ5_0), so a row's result has the same bits from either: decode on the stored
+// rows and prefill on the copy keep the backend batch-invariant. The Q8_0 kernels skip the
+// fifth-bit unpacking (on this machine's AVX-512 kernels a Q5_0 GEMV streams ~5 GB/s per
+// thread against ~10 GB/s for Q8_0). Used for prefill only (+10% pp256 on the 135M Q4_K_M
+// shape, 1 thread); decode keeps the stored rows, which move 22/34 the bytes (repacked decode
+// measured -11%). Costs 34/22 of those weights' bytes in memory; the schedule's
+// `matmul = {prefill_repack = false}` turns it off. On AVX-512 the x8 layout
 // (quant/simd/packed.h) replaces both for every weight that has one (fast_compile.cpp), so
 // this copy is only made for the AVX2 level or with `matmul = {layout = "rows"}`.
 #pragma once
