@@ -8,17 +8,21 @@
 // and copies the logits back (the only synchronisation of a step). Steps of up to `graph_rows`
 // rows run as one CUDA graph replay: the op sequence is captured once per step shape (rows,
 // kept rows, block-table width, buffers) and replayed, since every per-step value the kernels
-// read (tokens, positions, tables) lives in the device buffer the one upload fills.
+// read (tokens, positions, tables) lives in the device buffer the one upload fills. Matmuls of
+// more than `gemm_rows` rows (prefill) dequantize the weight to f16 and run a cuBLAS GEMM on
+// the tensor cores, where cuBLAS can be loaded.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "common/error.h"
 #include "passes/lowering.h"
@@ -87,7 +91,7 @@ struct GraphKey {
 
 class CudaPlan final : public Plan {
  public:
-  CudaPlan(const ir::Module& m, const WeightSource& ws, int64_t graph_rows);
+  CudaPlan(const ir::Module& m, const WeightSource& ws, int64_t graph_rows, int64_t gemm_rows);
   ~CudaPlan() override {
     drop_graphs();
     if (stream_) cudaStreamDestroy(stream_);
@@ -110,6 +114,7 @@ class CudaPlan final : public Plan {
   void drop_graphs() {
     for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
     graphs_.clear();
+    seen_once_.clear();
   }
 
   passes::Lowering low_;
@@ -121,8 +126,13 @@ class CudaPlan final : public Plan {
   DeviceBuffer arena_, scratch_, step_ints_, q8_codes_, q8_scales_;
   int64_t q8_max_k_ = 0;
   int q8_value_ = -1;                 // the value whose q8_1 form q8_codes_ holds in this step
-  int64_t graph_rows_ = 0;
+  int64_t graph_rows_ = 0, gemm_rows_ = 0;
+  std::unique_ptr<Gemm> gemm_;
+  std::string no_gemm_;               // why gemm_ is null
+  int64_t gemm_max_nk_ = 0;           // the largest matmul weight, in elements
+  DeviceBuffer gemm_w_, gemm_x_;      // f16 weight tile and activations of a GEMM
   std::map<GraphKey, cudaGraphExec_t> graphs_;
+  std::set<GraphKey> seen_once_;
   std::vector<int> live_at_drop_;     // values gathered to the kept rows after the last attention
   std::vector<int32_t> host_ints_;
   std::vector<KvLayerShape> layers_;
@@ -130,8 +140,8 @@ class CudaPlan final : public Plan {
   int64_t vocab_ = 0;
 };
 
-CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, int64_t graph_rows)
-    : low_(passes::lower(m)), graph_rows_(graph_rows) {
+CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, int64_t graph_rows, int64_t gemm_rows)
+    : low_(passes::lower(m)), graph_rows_(graph_rows), gemm_rows_(gemm_rows) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -163,6 +173,10 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, int64_t graph_ro
           dw.packed = weight_memory_.back().get<uint8_t>();
           dw.packed_row_bytes = p.size() / size_t(dw.rows);
           q8_max_k_ = std::max(q8_max_k_, dw.cols);
+        }
+        if (as_matmul) {
+          gemm_max_nk_ = std::max(gemm_max_nk_, dw.rows * dw.cols);
+          q8_max_k_ = std::max(q8_max_k_, dw.cols);  // also sizes the GEMM's f16 activations
         }
         if (!packed || as_embed) {
           weight_memory_.emplace_back(dw.row_bytes * size_t(dw.rows));
@@ -220,6 +234,11 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, int64_t graph_ro
   for (int v = 0; v < n_values; ++v)
     if (def[v] >= 0 && def[v] <= low_.last_mixing && (last[v] > low_.last_mixing || v == low_.result))
       live_at_drop_.push_back(v);
+  gemm_ = Gemm::open(stream_, no_gemm_);
+  explain_.push_back(gemm_ ? fmt::format("matmuls of more than {} rows: weights dequantized to f16, cuBLAS GEMM "
+                                         "(f16 operands, f32 accumulation)", gemm_rows_)
+                           : fmt::format("no prefill GEMM ({}): every matmul on the decode kernels", no_gemm_));
+  explain_.push_back(fmt::format("steps of at most {} rows: one CUDA graph replay", graph_rows_));
   for (const auto& lo : low_.ops) {
     std::string line = fmt::format("%{} = {}", lo.op->result, passes::opcode_name(lo.code));
     if (lo.code == Opcode::matmul) {
@@ -248,6 +267,10 @@ void CudaPlan::grow(int64_t rows) {
   if (q8_max_k_ > 0) {
     q8_codes_ = DeviceBuffer(size_t(capacity_ * q8_max_k_));
     q8_scales_ = DeviceBuffer(size_t(capacity_ * q8_max_k_ / 32) * sizeof(float2));
+  }
+  if (gemm_ && capacity_ > gemm_rows_) {
+    if (gemm_w_.bytes() < size_t(gemm_max_nk_) * 2) gemm_w_ = DeviceBuffer(size_t(gemm_max_nk_) * 2);
+    gemm_x_ = DeviceBuffer(size_t(capacity_ * q8_max_k_) * 2);
   }
   drop_graphs();  // they name the old buffers
 }
@@ -302,6 +325,13 @@ void CudaPlan::run(const StepBatch& batch, KvStorage& kv_any, float* logits_out)
 void CudaPlan::replay(const GraphKey& key, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept) {
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
+    // A shape's first step runs op by op (its kernels load then, outside any capture; a shape
+    // seen once, like a prompt's last chunk, costs no capture); the second captures it.
+    if (seen_once_.size() >= 1024) seen_once_.clear();
+    if (seen_once_.insert(key).second) {
+      enqueue(kv, tables, T, kept);
+      return;
+    }
     if (graphs_.size() >= 32) drop_graphs();  // shapes of a long serving run: start over
     cudaGraph_t g = nullptr;
     LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -371,7 +401,14 @@ void CudaPlan::enqueue(CudaKvStorage& kv_storage, const StepTables& tables, int6
       }
       case Opcode::matmul: {
         const DeviceWeight& w = weight(lo.in[1], op);
-        if (w.packed) {
+        if (gemm_ && rows > gemm_rows_) {
+          __half* wh = gemm_w_.get<__half>();
+          __half* xh = gemm_x_.get<__half>();
+          f32_to_f16(in(0), rows * w.cols, xh, stream_);
+          if (w.packed) weights_to_f16(w.type, true, w.packed, w.packed_row_bytes, w.rows, w.cols, wh, stream_);
+          else weights_to_f16(w.type, false, w.data, w.row_bytes, w.rows, w.cols, wh, stream_);
+          gemm_->f16(wh, xh, w.rows, rows, w.cols, out, lo.cols);
+        } else if (w.packed) {
           // q, k and v (gate and up) read one input: it is quantized once for all of them.
           if (q8_value_ != lo.in[0].value) {
             quantize_q8_1(in(0), w.cols, rows, w.cols, q8_codes_.get<int8_t>(), q8_scales_.get<float2>(), stream_);
@@ -432,8 +469,10 @@ class CudaBackend final : public Backend {
     // of which this plan uses one.
     static const std::vector<ScheduleKey> keys = {
         {"", "threads", ScheduleKey::Type::integer, 0, 1024, {}, int64_t(0), "host threads (the CUDA plan uses one)"},
-        {"", "graph_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(64),
-         "steps of at most this many rows run as one CUDA graph replay (0: launch op by op)"}};
+        {"", "graph_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(32),
+         "steps of at most this many rows run as one CUDA graph replay (0: launch op by op)"},
+        {"", "gemm_rows", ScheduleKey::Type::integer, 0, 1 << 20, {}, int64_t(32),
+         "matmuls of more rows than this dequantize to f16 and run a cuBLAS GEMM; fewer use the decode kernels"}};
     return keys;
   }
   std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& ws, const CompileOptions&) const override {
@@ -441,7 +480,8 @@ class CudaBackend final : public Backend {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
       loom::fail("--backend cuda: no CUDA device is visible on this machine");
-    return std::make_unique<CudaPlan>(m, ws, ScheduleReader(m, schedule_keys()).integer("graph_rows"));
+    const ScheduleReader sr(m, schedule_keys());
+    return std::make_unique<CudaPlan>(m, ws, sr.integer("graph_rows"), sr.integer("gemm_rows"));
   }
 };
 

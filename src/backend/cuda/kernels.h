@@ -30,6 +30,12 @@ void matmul_q8(gguf::TensorType t, const uint8_t* packed, size_t row_bytes, int6
                const float2* ds, int64_t rows, float* y, int64_t ldy, cudaStream_t s);
 std::vector<uint8_t> pack_rows(gguf::TensorType t, const uint8_t* stored, int64_t rows, int64_t K);
 
+// Prefill (dequant_f16.cu): weight rows (stored format, or packed for the types has_q8_kernel
+// accepts) to N x K halves, and f32 activations to halves, for the cuBLAS GEMM (gemm.h).
+void weights_to_f16(gguf::TensorType t, bool packed, const uint8_t* w, size_t row_bytes, int64_t N, int64_t K,
+                    __half* out, cudaStream_t s);
+void f32_to_f16(const float* x, int64_t n, __half* out, cudaStream_t s);
+
 // out[r] = dequantized row ids[r] of the table (ids checked against n_rows on the device:
 // an out-of-range id yields a row of NaN).
 void embed_rows(gguf::TensorType t, const uint8_t* table, size_t row_bytes, int64_t n_rows, int64_t K,
