@@ -131,6 +131,7 @@ class CudaPlan final : public Plan {
   std::string no_gemm_;               // why gemm_ is null
   int64_t gemm_max_nk_ = 0;           // the largest matmul weight, in elements
   DeviceBuffer gemm_w_, gemm_x_;      // f16 weight tile and activations of a GEMM
+  DeviceBuffer attn_scratch_;         // partial results of the split decode attention
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_once_;
   std::vector<int> live_at_drop_;     // values gathered to the kept rows after the last attention
@@ -313,6 +314,19 @@ void CudaPlan::run(const StepBatch& batch, KvStorage& kv_any, float* logits_out)
   LOOM_CUDA_CHECK(cudaMemcpyAsync(step_ints_.get(), h, host_ints_.size() * 4, cudaMemcpyHostToDevice, stream_));
   const int32_t* d = step_ints_.get<int32_t>();
   const StepTables tables{d + 2 * T, d + T, d + 4 * T, int32_t(max_blocks)};
+  // Scratch of the split decode attention, sized here: a captured step cannot allocate.
+  size_t attn_floats = 0;
+  for (const auto& lo : low_.ops)
+    if (lo.code == Opcode::attention) {
+      const auto aa = passes::attention_attrs(*lo.op);
+      const AttentionShape shape{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
+                                 float(aa.scale), float(aa.softcap)};
+      attn_floats = std::max(attn_floats, attention_scratch_floats(shape, kv->layer(aa.layer), tables, T));
+    }
+  if (attn_scratch_.bytes() < attn_floats * sizeof(float)) {
+    drop_graphs();
+    attn_scratch_ = DeviceBuffer(attn_floats * sizeof(float) * 2);
+  }
   if (T <= graph_rows_)
     replay({T, kept, max_blocks, kv->serial(), arena_.get(), step_ints_.get()}, *kv, tables, T, kept);
   else
@@ -451,7 +465,8 @@ void CudaPlan::enqueue(CudaKvStorage& kv_storage, const StepTables& tables, int6
         kv_store(view, tables, in(1), in(2), rows, stream_);
         const AttentionShape shape{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
                                    float(aa.scale), float(aa.softcap)};
-        attention(shape, view, tables, in(0), out, rows, stream_);
+        attention(shape, view, tables, in(0), out, rows, stream_, attn_scratch_.get<float>(),
+                  attn_scratch_.bytes() / sizeof(float));
         break;
       }
     }

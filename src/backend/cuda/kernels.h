@@ -82,7 +82,11 @@ struct AttentionShape {
   int n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
   float scale = 1, softcap = 0;
 };
+// With scratch of at least attention_scratch_floats() floats (nonzero for steps of few rows
+// over long contexts), positions are split across blocks and merged (flash-decoding); without
+// it, one block per (row, head) — the same function either way.
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-               int64_t rows, cudaStream_t s);
+               int64_t rows, cudaStream_t s, float* scratch = nullptr, size_t scratch_floats = 0);
+size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows);
 
 }  // namespace loom::backend::cuda
