@@ -227,10 +227,14 @@ void run_bench(const BenchArgs& a) {
   auto energy_json = [&](const Test& t) -> json {
     if (!t.energy_read || t.energy_seconds <= 0)
       return "unavailable: " + (meter->why_no_energy().empty() ? std::string("counter read failed") : meter->why_no_energy());
+    if (t.joules <= 0) return "unavailable: the energy counter did not advance over the measured runs (too short for its resolution)";
+    if (a.depth > 0 && t.kind != "parallel")
+      return "unavailable: at --depth the counter's window also holds the prefill that fills the cache";
     return {{"joules_per_token", t.joules / t.energy_tokens}, {"mean_power_w", t.joules / t.energy_seconds}};
   };
   auto energy_text = [&](const Test& t) -> std::string {
-    if (!t.energy_read || t.energy_seconds <= 0) return "unavailable";
+    if (!t.energy_read || t.energy_seconds <= 0 || t.joules <= 0 || (a.depth > 0 && t.kind != "parallel"))
+      return "unavailable";
     return fmt::format("{:.3f} J/tok, {:.0f} W", t.joules / t.energy_tokens, t.joules / t.energy_seconds);
   };
   if (ceil) {
