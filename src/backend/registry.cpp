@@ -48,4 +48,11 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   loom::fail("unknown backend \"{}\" (known: {})", name, fmt::join(backend_names(), ", "));
 }
 
+std::unique_ptr<DeviceMeter> make_device_meter(const std::string& backend) {
+#ifdef LOOM_HAVE_CUDA
+  if (backend == "cuda") return cuda::make_cuda_meter();
+#endif
+  return make_rapl_meter();
+}
+
 }  // namespace loom::backend

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/device_meter.h"
 
 namespace loom::backend {
 
@@ -15,5 +16,7 @@ std::vector<std::string> backend_names();
 // For --backend help texts: every backend of this build with what it is, e.g.
 // "cpu (fast), cpu-ref (the reference interpreter), cuda (NVIDIA GPU)".
 std::string backend_choices();
+// The meter of the device a backend runs on: NVML for cuda, RAPL for the CPU backends.
+std::unique_ptr<DeviceMeter> make_device_meter(const std::string& backend);
 
 }  // namespace loom::backend

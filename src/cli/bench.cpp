@@ -2,7 +2,9 @@
 // peak memory, optionally side by side with llama.cpp on the same file, interleaved A/B with
 // a paired bootstrap confidence interval on the speed ratio. --parallel N[,M…] measures
 // instead llama-batched-bench's aggregate speeds of N concurrent sequences on the engine
-// (bench/measure.h): S_PP = N·pp / t_pp and S_TG = generated tokens / t_tg.
+// (bench/measure.h): S_PP = N·pp / t_pp and S_TG = generated tokens / t_tg. Beside each
+// figure: the device's energy over loom's measured runs (NVML board energy for cuda, RAPL for
+// the CPU, or why it is unreadable) and, on a GPU, the backend's peak device allocation.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -70,6 +72,8 @@ struct Test {
   std::vector<double> loom_tps, peer_tps;       // per repetition
   std::vector<double> loom_sec, loom_tok_sec;   // prefill seconds (TTFT) / per-token seconds
   std::vector<double> peer_tok_sec;
+  double joules = 0, energy_seconds = 0, energy_tokens = 0;  // over loom's measured repetitions
+  bool energy_read = true;
 };
 
 Test make_test(std::string kind, int n, int pp = 0, int tg = 0) {
@@ -143,6 +147,18 @@ void run_bench(const BenchArgs& a) {
     peer = bench::make_peer(a.vs, {model.file->path(), threads, std::max(max_pos + 1, 512), 2048, 512});
   }
 
+  const auto meter = loom::backend::make_device_meter(a.backend);
+  // The energy of loom's part of a repetition (the peer's runs are outside the two readings).
+  auto metered = [&](Test& t, bool warm, auto&& measure) {
+    const auto e0 = meter->energy_joules();
+    auto s = measure();
+    const auto e1 = meter->energy_joules();
+    if (!warm) {
+      if (e0 && e1) t.joules += *e1 - *e0;
+      else t.energy_read = false;
+    }
+    return s;
+  };
   const int total = int(tests.size()) * (a.reps + a.warmup);
   int step = 0;
   uint64_t seed = 42;
@@ -156,8 +172,11 @@ void run_bench(const BenchArgs& a) {
     bench::PairedArm loom_arm, peer_arm;
     if (t.kind == "parallel") {
       loom_arm = [&](int r, bool warm) {
-        const auto s = bench::measure_parallel(*engine, t.n, t.pp, t.tg, seed + uint64_t(r + a.warmup));
+        const auto s =
+            metered(t, warm, [&] { return bench::measure_parallel(*engine, t.n, t.pp, t.tg, seed + uint64_t(r + a.warmup)); });
         if (warm) return 0.0;
+        t.energy_seconds += s.pp_seconds + s.tg_seconds;
+        t.energy_tokens += double(s.tg_tokens);
         t.loom_tps.push_back(double(s.tg_tokens) / s.tg_seconds);
         t.loom_pp_tps.push_back(double(s.pp_tokens) / s.pp_seconds);
         return t.loom_tps.back();
@@ -174,9 +193,12 @@ void run_bench(const BenchArgs& a) {
       // The next pair starts where this one ended.
       loom_arm = [&](int r, bool warm) {
         const uint64_t sd = seed + uint64_t(r + a.warmup);
-        const bench::Sample s = t.kind == "pp" ? bench::measure_pp(*engine, t.n, a.depth, sd)
-                                               : bench::measure_tg(*engine, t.n, a.depth, sd);
+        const bench::Sample s = metered(t, warm, [&] {
+          return t.kind == "pp" ? bench::measure_pp(*engine, t.n, a.depth, sd) : bench::measure_tg(*engine, t.n, a.depth, sd);
+        });
         if (warm) return 0.0;
+        t.energy_seconds += s.seconds;
+        t.energy_tokens += t.n;
         t.loom_tps.push_back(t.n / s.seconds);
         t.loom_sec.push_back(s.seconds);
         t.loom_tok_sec.insert(t.loom_tok_sec.end(), s.token_seconds.begin(), s.token_seconds.end());
@@ -219,6 +241,24 @@ void run_bench(const BenchArgs& a) {
               {"repetitions", a.reps},
               {"peak_rss_mib", rss_mib}};
   if (peer) out["peer"] = peer->describe();
+  out["energy_device"] = meter->device();
+  const auto peak_device = meter->peak_bytes();
+  if (peak_device) out["peak_device_mib"] = *peak_device / (1 << 20);
+  // Joules per token and mean power over loom's measured repetitions of a test (for parallel
+  // tests the time covers prefill and generation, the tokens are the generated ones).
+  auto energy_json = [&](const Test& t) -> json {
+    if (!t.energy_read || t.energy_seconds <= 0)
+      return "unavailable: " + (meter->why_no_energy().empty() ? std::string("counter read failed") : meter->why_no_energy());
+    if (t.joules <= 0) return "unavailable: the energy counter did not advance over the measured runs (too short for its resolution)";
+    if (a.depth > 0 && t.kind != "parallel")
+      return "unavailable: at --depth the counter's window also holds the prefill that fills the cache";
+    return {{"joules_per_token", t.joules / t.energy_tokens}, {"mean_power_w", t.joules / t.energy_seconds}};
+  };
+  auto energy_text = [&](const Test& t) -> std::string {
+    if (!t.energy_read || t.energy_seconds <= 0 || t.joules <= 0 || (a.depth > 0 && t.kind != "parallel"))
+      return "unavailable";
+    return fmt::format("{:.3f} J/tok, {:.0f} W", t.joules / t.energy_tokens, t.joules / t.energy_seconds);
+  };
   if (ceil) {
     out["ceiling"] = {{"decode_bytes_per_token", ceil->work.decode_bytes}, {"ops_per_token", ceil->work.ops},
                       {"read_bandwidth_gbs", ceil->bandwidth_gbs}, {"int8_peak_gops", ceil->int8_gops},
@@ -231,7 +271,7 @@ void run_bench(const BenchArgs& a) {
                                         {"tps", ceil->tg_tps(a.depth, t.n)}});
   }
   for (const auto& t : tests) {
-    json j = {{"test", test_name(t)}, {"loom_tps", summary_json(bench::summarize(t.loom_tps))}};
+    json j = {{"test", test_name(t)}, {"loom_tps", summary_json(bench::summarize(t.loom_tps))}, {"energy", energy_json(t)}};
     if (t.kind == "parallel") {
       j["sequences"] = t.n;
       j["pp"] = t.pp;
@@ -257,9 +297,9 @@ void run_bench(const BenchArgs& a) {
               double(model.file->size()) / (1 << 20), a.backend.c_str(), threads, loom::quant::simd::isa_name(),
               LOOM_VERSION, LOOM_GIT_COMMIT);
   if (peer) std::printf("peer:  %s\n", peer->describe().c_str());
-  std::printf("\n| %-16s | %-16s | %-16s | %-22s | %-10s | %-24s |\n", "test", "loom t/s", peer ? "llama.cpp t/s" : "",
-              peer ? "loom/peer (95% CI)" : "", "TTFT ms", "token ms P50/P95/P99");
-  std::printf("|------------------|------------------|------------------|------------------------|------------|--------------------------|\n");
+  std::printf("\n| %-16s | %-16s | %-16s | %-22s | %-10s | %-24s | %-22s |\n", "test", "loom t/s", peer ? "llama.cpp t/s" : "",
+              peer ? "loom/peer (95% CI)" : "", "TTFT ms", "token ms P50/P95/P99", "energy (loom)");
+  std::printf("|------------------|------------------|------------------|------------------------|------------|--------------------------|------------------------|\n");
   for (const auto& t : tests) {
     std::string ratio, ttft = "-", lat = "-";
     if (peer) {
@@ -275,12 +315,15 @@ void run_bench(const BenchArgs& a) {
       lat = "S_PP " + fmt_tps(t.loom_pp_tps) + (peer ? " vs " + fmt_tps(t.peer_pp_tps) : std::string());
       ttft = "-";
     }
-    std::printf("| %-16s | %-16s | %-16s | %-22s | %-10s | %-24s |\n", test_name(t).c_str(),
+    std::printf("| %-16s | %-16s | %-16s | %-22s | %-10s | %-24s | %-22s |\n", test_name(t).c_str(),
                 fmt_tps(t.loom_tps).c_str(), peer ? fmt_tps(t.peer_tps).c_str() : "", ratio.c_str(), ttft.c_str(),
-                lat.c_str());
+                lat.c_str(), energy_text(t).c_str());
   }
-  std::printf("\npeak RSS %.1f MiB; %d repetitions after %d warm-up, depth %d; t/s as median ± stddev\n", rss_mib,
+  std::printf("\npeak RSS %.1f MiB%s; %d repetitions after %d warm-up, depth %d; t/s as median ± stddev\n", rss_mib,
+              peak_device ? fmt::format(", peak device memory {:.1f} MiB", *peak_device / (1 << 20)).c_str() : "",
               a.reps, a.warmup, a.depth);
+  std::printf("energy: %s%s\n", meter->device().c_str(),
+              meter->why_no_energy().empty() ? "" : (": unavailable, " + meter->why_no_energy()).c_str());
   if (!a.parallel.empty())
     std::printf("pp+tg xN: N sequences at once (llama-batched-bench -npp -ntg -npl); t/s is S_TG, all sequences'"
                 " generated tokens per second; S_PP their prompt tokens per second\n");

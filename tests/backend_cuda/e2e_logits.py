@@ -2,7 +2,8 @@
 """End-to-end logits of the CUDA backend against the CPU reference backend on one model file.
 
 Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `--backend cuda`,
-once as one prefill batch and once one decode step per token (-b 1). Gates (issue 11's contract
+once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays) and once one
+decode step per token (-b 1). Gates (issue 11's contract
 for the GPU path): mean KL(ref || cuda) <= 0.01 over all positions, and every logit finite.
 Prints one JSON line per run and exits non-zero when a gate fails.
 
@@ -60,10 +61,10 @@ def main():
         with open(tf, "w") as f:
             f.write(" ".join(map(str, ids)))
         ref = logits(a.loom, a.model, tf, "cpu-ref", 0, f"{d}/ref.f32")
-        for batch in (0, 1):
+        for batch in (0, 5, 1):
             got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32")
             r = compare(ref, got, a.tokens)
-            r.update(model=a.model, mode="decode" if batch == 1 else "prefill", tokens=a.tokens)
+            r.update(model=a.model, mode={0: "prefill", 1: "decode"}.get(batch, f"steps of {batch}"), tokens=a.tokens)
             r["pass"] = r["finite"] and r["mean_kl"] <= 0.01
             ok &= r["pass"]
             print(json.dumps(r))

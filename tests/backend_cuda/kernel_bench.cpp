@@ -1,7 +1,10 @@
-// Bandwidth of the CUDA decode kernels on Llama-3-8B-shaped weights: each matmul_rows case is
-// timed with CUDA events over many launches (weights rotated across enough copies to exceed the
-// L2), reported as weight bytes read per second against a device-to-device copy measured in the
-// same run (bytes read + written). Run by scripts/gpu-check; prints one table.
+// Bandwidth of the CUDA decode kernels on Llama-3-8B-shaped weights: each case is timed with
+// CUDA events over many launches (weights rotated across enough copies to exceed the L2),
+// reported as weight bytes read per second against a device-to-device copy measured in the
+// same run (bytes read + written). Two kernels per case: "f32" the dequantizing matmul_rows on
+// f32 activations, "q8" matmul_q8 on packed weights and q8_1 activations (the activation
+// quantization, shared by the matmuls reading one input, is timed on its own row). Run by
+// scripts/gpu-check; prints one table.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -45,12 +48,14 @@ int main() {
   });
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
-  std::printf("| %-6s | %-12s | %-4s | %-9s | %-9s | %-8s |\n", "type", "N x K", "rows", "us", "GB/s", "of copy");
-  std::printf("|--------|--------------|------|-----------|-----------|----------|\n");
+  std::printf("| %-6s | %-6s | %-12s | %-4s | %-9s | %-9s | %-8s |\n", "type", "kernel", "N x K", "rows", "us", "GB/s",
+              "of copy");
+  std::printf("|--------|--------|--------------|------|-----------|-----------|----------|\n");
   struct Case { TensorType t; int64_t N, K; };
   const Case cases[] = {{TensorType::Q4_K, 4096, 4096}, {TensorType::Q4_K, 14336, 4096}, {TensorType::Q6_K, 4096, 14336},
                         {TensorType::Q4_K, 1024, 4096}, {TensorType::Q6_K, 128256, 4096}, {TensorType::Q8_0, 4096, 4096},
-                        {TensorType::Q5_0, 4096, 4096}, {TensorType::F16, 4096, 4096}};
+                        {TensorType::Q5_0, 4096, 4096}, {TensorType::Q4_0, 4096, 4096}, {TensorType::Q4_1, 4096, 4096},
+                        {TensorType::Q5_K, 4096, 4096}, {TensorType::F16, 4096, 4096}, {TensorType::F32, 4096, 4096}};
   std::mt19937_64 rng(7);
   std::normal_distribution<float> nd;
   for (const auto& c : cases) {
@@ -62,20 +67,38 @@ int main() {
       for (auto& x : row) x = nd(rng);
       loom::quant::quantize_row(c.t, row.data(), host.data() + n * rb, c.K);
     }
-    std::vector<DeviceBuffer> w;
-    for (int i = 0; i < copies; ++i) w.push_back(DeviceBuffer::of(host));
+    const bool q8 = has_q8_kernel(c.t, c.K);
+    const std::vector<uint8_t> packed = q8 ? pack_rows(c.t, host.data(), c.N, c.K) : std::vector<uint8_t>();
+    std::vector<DeviceBuffer> w, wp;
+    for (int i = 0; i < copies; ++i) {
+      w.push_back(DeviceBuffer::of(host));
+      if (q8) wp.push_back(DeviceBuffer::of(packed));
+    }
+    const std::string type(gguf::type_name(c.t));
+    auto report = [&](const char* kernel, int rows, float ms, double b) {
+      const double gbs = b / (ms * 1e-3) / 1e9;
+      std::printf("| %-6s | %-6s | %5lld x %-5lld | %-4d | %9.1f | %9.0f | %7.0f%% |\n", type.c_str(), kernel,
+                  (long long)c.N, (long long)c.K, rows, ms * 1e3, gbs, 100 * gbs / copy_gbs);
+    };
     for (int rows : {1, 8}) {
       std::vector<float> x(size_t(rows * c.K));
       for (auto& v : x) v = nd(rng);
       auto dx = DeviceBuffer::of(x);
       DeviceBuffer dy(size_t(rows * c.N) * sizeof(float));
-      const float ms = time_ms(50, [&](int i) {
-        matmul_rows(c.t, w[i % copies].get<uint8_t>(), rb, c.N, c.K, dx.get<float>(), c.K, rows, dy.get<float>(), c.N,
-                    nullptr);
-      });
-      const double gbs = bytes / (ms * 1e-3) / 1e9;
-      std::printf("| %-6s | %5lld x %-5lld | %-4d | %9.1f | %9.0f | %7.0f%% |\n", std::string(gguf::type_name(c.t)).c_str(),
-                  (long long)c.N, (long long)c.K, rows, ms * 1e3, gbs, 100 * gbs / copy_gbs);
+      DeviceBuffer dq(size_t(rows * c.K)), dds(size_t(rows * c.K / 32) * sizeof(float2));
+      report("f32", rows, time_ms(50, [&](int i) {
+               matmul_rows(c.t, w[i % copies].get<uint8_t>(), rb, c.N, c.K, dx.get<float>(), c.K, rows, dy.get<float>(),
+                           c.N, nullptr);
+             }), double(bytes));
+      if (!q8) continue;
+      quantize_q8_1(dx.get<float>(), c.K, rows, c.K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
+      report("q8", rows, time_ms(50, [&](int i) {
+               matmul_q8(c.t, wp[i % copies].get<uint8_t>(), packed.size() / size_t(c.N), c.N, c.K, dq.get<int8_t>(),
+                         dds.get<float2>(), rows, dy.get<float>(), c.N, nullptr);
+             }), double(packed.size()));
+      report("quant", rows, time_ms(50, [&](int) {
+               quantize_q8_1(dx.get<float>(), c.K, rows, c.K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
+             }), double(rows * c.K * 4));
     }
   }
   return 0;

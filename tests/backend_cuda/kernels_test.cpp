@@ -257,7 +257,17 @@ TEST(Attention, PagedGqaWindowSoftcapAgainstDoubleReference) {
       dout.poison();
       KvView kv{dk.get<__half>(), dv.get<__half>(), kw, kw, bs};
       StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), max_blocks};
-      attention(a, kv, st, dq.get<float>(), dout.get<float>(), rows, nullptr);
+      // Without scratch: one block per (row, head); with it: positions split in chunks of 64
+      // and merged (the table bound, 12 blocks of 16, spans three chunks).
+      const size_t split_floats = attention_scratch_floats(a, kv, st, rows);
+      ASSERT_GT(split_floats, 0u);
+      DeviceBuffer scratch(split_floats * sizeof(float));
+      for (bool split : {false, true}) {
+      SCOPED_TRACE(split ? "split" : "one block per row and head");
+      dout.poison();
+      scratch.poison();
+      attention(a, kv, st, dq.get<float>(), dout.get<float>(), rows, nullptr, split ? scratch.get<float>() : nullptr,
+                split ? split_floats : 0);
       sync();
       const auto out = dout.to_host<float>();
       for (int64_t r = 0; r < rows; ++r)
@@ -285,6 +295,7 @@ TEST(Attention, PagedGqaWindowSoftcapAgainstDoubleReference) {
                 << "hd " << hd << " variant " << variant << " row " << r << " head " << h;
           }
         }
+      }
     }
   }
 }

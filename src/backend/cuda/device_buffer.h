@@ -2,6 +2,7 @@
 // allocations only: no managed memory (it can hang a GPU when oversubscribed).
 #pragma once
 #include <cuda_runtime.h>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -15,8 +16,15 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes_) LOOM_CUDA_CHECK(cudaMalloc(&ptr_, bytes_));
+    if (!bytes_) return;
+    LOOM_CUDA_CHECK(cudaMalloc(&ptr_, bytes_));
+    const size_t now = live_bytes() += bytes_;
+    size_t peak = peak_counter().load();
+    while (now > peak && !peak_counter().compare_exchange_weak(peak, now)) {
+    }
   }
+  // Bytes this process holds in DeviceBuffers, and the most it held at once (for reports).
+  static size_t peak_bytes() { return peak_counter().load(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
@@ -60,8 +68,19 @@ class DeviceBuffer {
     if (offset > bytes_ || n > bytes_ - offset) cuda_invalid("device buffer copy out of range");
   }
   void release() {
-    if (ptr_) cudaFree(ptr_);  // no check: destructors must not throw
+    if (ptr_) {
+      cudaFree(ptr_);  // no check: destructors must not throw
+      live_bytes() -= bytes_;
+    }
     ptr_ = nullptr;
+  }
+  static std::atomic<size_t>& live_bytes() {
+    static std::atomic<size_t> n{0};
+    return n;
+  }
+  static std::atomic<size_t>& peak_counter() {
+    static std::atomic<size_t> n{0};
+    return n;
   }
   void* ptr_ = nullptr;
   size_t bytes_ = 0;

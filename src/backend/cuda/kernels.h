@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cstdint>
+#include <vector>
 
 #include "gguf/tensor_type.h"
 
@@ -19,6 +20,21 @@ bool has_weight_kernel(gguf::TensorType t);
 // for decode and small batches (rows <= 8 per pass, more rows loop over passes).
 void matmul_rows(gguf::TensorType t, const uint8_t* w, size_t row_bytes, int64_t N, int64_t K, const float* x,
                  int64_t ldx, int64_t rows, float* y, int64_t ldy, cudaStream_t s);
+
+// The integer-dot path (matmul_q8.cu), preferred for the types it has: activations quantized
+// once to q8_1 (codes q[r * K + k], per 32 elements ds = {d, d * sum(codes)}), weights in the
+// packed layout of packed_layout.h (pack_rows, weight_pack.cpp, makes it from stored rows).
+bool has_q8_kernel(gguf::TensorType t, int64_t K);
+void quantize_q8_1(const float* x, int64_t ldx, int64_t rows, int64_t K, int8_t* q, float2* ds, cudaStream_t s);
+void matmul_q8(gguf::TensorType t, const uint8_t* packed, size_t row_bytes, int64_t N, int64_t K, const int8_t* q,
+               const float2* ds, int64_t rows, float* y, int64_t ldy, cudaStream_t s);
+std::vector<uint8_t> pack_rows(gguf::TensorType t, const uint8_t* stored, int64_t rows, int64_t K);
+
+// Prefill (dequant_f16.cu): weight rows (stored format, or packed for the types has_q8_kernel
+// accepts) to N x K halves, and f32 activations to halves, for the cuBLAS GEMM (gemm.h).
+void weights_to_f16(gguf::TensorType t, bool packed, const uint8_t* w, size_t row_bytes, int64_t N, int64_t K,
+                    __half* out, cudaStream_t s);
+void f32_to_f16(const float* x, int64_t n, __half* out, cudaStream_t s);
 
 // out[r] = dequantized row ids[r] of the table (ids checked against n_rows on the device:
 // an out-of-range id yields a row of NaN).
@@ -66,7 +82,11 @@ struct AttentionShape {
   int n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
   float scale = 1, softcap = 0;
 };
+// With scratch of at least attention_scratch_floats() floats (nonzero for steps of few rows
+// over long contexts), positions are split across blocks and merged (flash-decoding); without
+// it, one block per (row, head) — the same function either way.
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-               int64_t rows, cudaStream_t s);
+               int64_t rows, cudaStream_t s, float* scratch = nullptr, size_t scratch_floats = 0);
+size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows);
 
 }  // namespace loom::backend::cuda

@@ -1,0 +1,301 @@
+// Integer-dot matrix-vector products for decode and small batches (as llama.cpp's mmvq): the
+// activations are quantized once per step to q8_1 (32 int8 codes, a float scale d and the
+// float sum d * sum(codes) per 32 elements), and each weight "unit" (a 16- or 32-byte run of
+// quants with its scales) is dotted with them by 4-way int8 dot products, so a weight byte
+// costs ~1 integer instruction per activation row instead of a dequantize-and-FMA per element.
+// One warp per weight row; lane l takes units l, l + 32, ...; every quant read is a 16-byte
+// load from the packed layout (packed_layout.h). The warp's partial sums meet in a warp
+// reduction; rows > kMaxRows run in passes that re-read the weights.
+#include "backend/cuda/check.h"
+#include "backend/cuda/dequant.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/packed_layout.h"
+#include "backend/cuda/warp.cuh"
+
+namespace loom::backend::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kMaxRows = 8;
+
+struct XRows {  // the q8_1 activations: row r codes at q + r * K, scales at ds + r * K / 32
+  const int8_t* __restrict__ q;
+  const float2* __restrict__ ds;
+  int64_t K;
+  __device__ int4 codes16(int r, int64_t e) const { return *reinterpret_cast<const int4*>(q + r * K + e); }
+  __device__ float2 scale(int r, int64_t e) const { return ds[r * (K / 32) + e / 32]; }
+};
+
+__device__ __forceinline__ int lo4(int v) { return v & 0x0F0F0F0F; }
+__device__ __forceinline__ int hi4(int v) { return (v >> 4) & 0x0F0F0F0F; }
+__device__ __forceinline__ float half_u16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ uint16_t u16_aligned(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ int4 load16(const uint8_t* p) { return *reinterpret_cast<const int4*>(p); }
+__device__ __forceinline__ int dot16(const int (&w)[4], int4 x, int acc = 0) {
+  return dot4(w[3], x.w, dot4(w[2], x.z, dot4(w[1], x.y, dot4(w[0], x.x, acc))));
+}
+
+template <TensorType T> struct Unit;
+
+// Q4_K/Q5_K scale and min of group j (ggml's get_scale_min_k4) from the 12 packed bytes held in
+// head.y..w, by shifts rather than a byte array (a run-time index would put it in local memory).
+__device__ __forceinline__ void scale_min(int j, int4 head, float& sc, float& m) {
+  const int b = 8 * (j & 3);
+  const uint32_t s0 = uint32_t(head.y) >> b, s1 = uint32_t(head.z) >> b, s2 = uint32_t(head.w) >> b;
+  if (j < 4) {
+    sc = float(s0 & 63);
+    m = float(s1 & 63);
+  } else {
+    sc = float((s2 & 0xF) | (((s0 >> 6) & 3) << 4));
+    m = float(((s2 >> 4) & 0xF) | (((s1 >> 6) & 3) << 4));
+  }
+}
+
+// Q4_0 / Q4_1: one unit per block; quant byte j holds element j (low nibble) and j + 16 (high).
+template <TensorType T> struct Legacy4 {
+  static constexpr int kPerBlock = 1;
+  template <int R>
+  __device__ static void dot(const uint8_t* row, int nb, int u, const XRows& x, float (&acc)[R]) {
+    constexpr PackedLayout L = packed_layout(T);
+    const int4 q = load16(row + size_t(u) * 16);
+    const int qa[4] = {q.x, q.y, q.z, q.w};
+    int lo[4], hi[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lo[i] = lo4(qa[i]), hi[i] = hi4(qa[i]);
+    const uint8_t* aux = row + size_t(nb) * 16 + size_t(u) * L.aux_bytes();
+    const float d = half_u16(u16_aligned(aux));
+    const float m = T == TensorType::Q4_1 ? half_u16(u16_aligned(aux + 2)) : 0.f;
+    const int64_t e = int64_t(u) * 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int s = dot16(hi, x.codes16(r, e + 16), dot16(lo, x.codes16(r, e)));
+      const float2 xs = x.scale(r, e);
+      acc[r] += T == TensorType::Q4_0 ? d * (xs.x * float(s) - 8.f * xs.y) : d * xs.x * float(s) + m * xs.y;
+    }
+  }
+};
+template <> struct Unit<TensorType::Q4_0> : Legacy4<TensorType::Q4_0> {};
+template <> struct Unit<TensorType::Q4_1> : Legacy4<TensorType::Q4_1> {};
+
+// Q5_0: as Q4_0 plus a fifth bit per element from the block's 32-bit qh (aux: d, qh).
+template <> struct Unit<TensorType::Q5_0> {
+  static constexpr int kPerBlock = 1;
+  template <int R>
+  __device__ static void dot(const uint8_t* row, int nb, int u, const XRows& x, float (&acc)[R]) {
+    const int4 q = load16(row + size_t(u) * 16);
+    const int qa[4] = {q.x, q.y, q.z, q.w};
+    const uint8_t* aux = row + size_t(nb) * 16 + size_t(u) * 6;
+    const float d = half_u16(u16_aligned(aux));
+    const uint32_t qh = uint32_t(u16_aligned(aux + 2)) | (uint32_t(u16_aligned(aux + 4)) << 16);
+    int lo[4], hi[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t bl = qh >> (4 * i), bh = qh >> (4 * i + 16);  // bits of elements 4i.., 16+4i..
+      const int spread_l = int(((bl & 1) << 4) | ((bl & 2) << 11) | ((bl & 4) << 18) | ((bl & 8) << 25));
+      const int spread_h = int(((bh & 1) << 4) | ((bh & 2) << 11) | ((bh & 4) << 18) | ((bh & 8) << 25));
+      lo[i] = lo4(qa[i]) | spread_l;
+      hi[i] = hi4(qa[i]) | spread_h;
+    }
+    const int64_t e = int64_t(u) * 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int s = dot16(hi, x.codes16(r, e + 16), dot16(lo, x.codes16(r, e)));
+      const float2 xs = x.scale(r, e);
+      acc[r] += d * (xs.x * float(s) - 16.f * xs.y);
+    }
+  }
+};
+
+// Q8_0: one unit per block, 32 signed codes.
+template <> struct Unit<TensorType::Q8_0> {
+  static constexpr int kPerBlock = 1;
+  template <int R>
+  __device__ static void dot(const uint8_t* row, int nb, int u, const XRows& x, float (&acc)[R]) {
+    const int4 q0 = load16(row + size_t(u) * 32), q1 = load16(row + size_t(u) * 32 + 16);
+    const int a[4] = {q0.x, q0.y, q0.z, q0.w}, b[4] = {q1.x, q1.y, q1.z, q1.w};
+    const float d = half_u16(u16_aligned(row + size_t(nb) * 32 + size_t(u) * 2));
+    const int64_t e = int64_t(u) * 32;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int s = dot16(b, x.codes16(r, e + 16), dot16(a, x.codes16(r, e)));
+      acc[r] += d * x.scale(r, e).x * float(s);
+    }
+  }
+};
+
+// Q4_K / Q5_K: four units per 256-block; unit c holds quant bytes [32c, 32c + 32), whose low
+// nibbles are group 2c and high nibbles group 2c + 1 (Q5_K: plus bits 2c, 2c + 1 of qh).
+template <TensorType T> struct KQuant45 {
+  static constexpr int kPerBlock = 4;
+  template <int R>
+  __device__ static void dot(const uint8_t* row, int, int u, const XRows& x, float (&acc)[R]) {
+    constexpr bool five = T == TensorType::Q5_K;
+    const uint8_t* b = row + size_t(u / 4) * (five ? 176 : 144);
+    const int c = u % 4;
+    const int4 head = load16(b);  // d, dmin, 12 bytes of 6-bit scales and mins
+    const uint8_t* qs = b + (five ? 48 : 16) + 32 * c;
+    const int4 q0 = load16(qs), q1 = load16(qs + 16);
+    const int qa[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    int lo[2][4], hi[2][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) lo[i / 4][i % 4] = lo4(qa[i]), hi[i / 4][i % 4] = hi4(qa[i]);
+    if constexpr (five) {
+      const int4 h0 = load16(b + 16), h1 = load16(b + 32);
+      const int ha[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        lo[i / 4][i % 4] |= ((ha[i] >> (2 * c)) & 0x01010101) << 4;
+        hi[i / 4][i % 4] |= ((ha[i] >> (2 * c + 1)) & 0x01010101) << 4;
+      }
+    }
+    float sc0, m0, sc1, m1;
+    scale_min(2 * c, head, sc0, m0);
+    scale_min(2 * c + 1, head, sc1, m1);
+    const float d = half_u16(uint16_t(head.x)), dmin = half_u16(uint16_t(uint32_t(head.x) >> 16));
+    const int64_t e = int64_t(u / 4) * 256 + 64 * c;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int s0 = dot16(lo[1], x.codes16(r, e + 16), dot16(lo[0], x.codes16(r, e)));
+      const int s1 = dot16(hi[1], x.codes16(r, e + 48), dot16(hi[0], x.codes16(r, e + 32)));
+      const float2 x0 = x.scale(r, e), x1 = x.scale(r, e + 32);
+      acc[r] += d * (sc0 * x0.x * float(s0) + sc1 * x1.x * float(s1)) - dmin * (m0 * x0.y + m1 * x1.y);
+    }
+  }
+};
+template <> struct Unit<TensorType::Q4_K> : KQuant45<TensorType::Q4_K> {};
+template <> struct Unit<TensorType::Q5_K> : KQuant45<TensorType::Q5_K> {};
+
+// Q6_K: four units per 256-block: unit w is half h = w / 2, positions l in [l0, l0 + 16) with
+// l0 = 16 (w % 2): elements 128h + l + {0, 32, 64, 96}, four groups of 16 with int8 scales.
+// Packed: ql (128 B) and qh (64 B) per block first, then scales (16 B) and d (2 B).
+template <> struct Unit<TensorType::Q6_K> {
+  static constexpr int kPerBlock = 4;
+  template <int R>
+  __device__ static void dot(const uint8_t* row, int nb, int u, const XRows& x, float (&acc)[R]) {
+    const int blk = u / 4, h = (u % 4) / 2, l0 = 16 * (u % 2);
+    const uint8_t* qb = row + size_t(blk) * 192;
+    const int4 a4 = load16(qb + 64 * h + l0), b4 = load16(qb + 64 * h + 32 + l0), h4 = load16(qb + 128 + 32 * h + l0);
+    const int A[4] = {a4.x, a4.y, a4.z, a4.w}, B[4] = {b4.x, b4.y, b4.z, b4.w}, H[4] = {h4.x, h4.y, h4.z, h4.w};
+    int v[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[0][i] = sub4(lo4(A[i]) | ((H[i] & 0x03030303) << 4), 0x20202020);
+      v[1][i] = sub4(lo4(B[i]) | (((H[i] >> 2) & 0x03030303) << 4), 0x20202020);
+      v[2][i] = sub4(hi4(A[i]) | (((H[i] >> 4) & 0x03030303) << 4), 0x20202020);
+      v[3][i] = sub4(hi4(B[i]) | (((H[i] >> 6) & 0x03030303) << 4), 0x20202020);
+    }
+    const uint8_t* aux = row + size_t(nb) * 192 + size_t(blk) * 18;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(aux) + 8 * h + l0 / 16;
+    const float d = half_u16(u16_aligned(aux + 16));
+    const int64_t e = int64_t(blk) * 256 + 128 * h + l0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float t = 0.f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) t += float(sc[2 * k]) * x.scale(r, e + 32 * k).x * float(dot16(v[k], x.codes16(r, e + 32 * k)));
+      acc[r] += d * t;
+    }
+  }
+};
+
+template <TensorType T, int R>
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+    matmul_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t N, int nb, XRows x, float* __restrict__ y,
+                     int64_t ldy) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  if (n >= N) return;
+  const uint8_t* row = w + size_t(n) * row_bytes;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  const int units = nb * Unit<T>::kPerBlock;
+#pragma unroll 2
+  for (int u = lane; u < units; u += kWarpSize) Unit<T>::template dot<R>(row, nb, u, x, acc);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) y[r * ldy + n] = v;
+  }
+}
+
+// One warp per 32 elements: d = amax / 127, codes round(x / d) (ties away from zero), and the
+// sum d * sum(codes), the dequantized block's sum, for the weights' offsets and mins.
+__global__ void quantize_q8_1_kernel(const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t K,
+                                     int8_t* __restrict__ q, float2* __restrict__ ds) {
+  const int64_t blk = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t per_row = K / 32;
+  if (blk >= rows * per_row) return;
+  const int64_t r = blk / per_row, e = (blk % per_row) * 32 + lane;
+  const float v = x[r * ldx + e];
+  const float amax = warp_max(fabsf(v));
+  const float d = amax / 127.f;
+  const float id = d != 0.f ? 1.f / d : 0.f;
+  const int c = int(roundf(v * id));
+  q[r * K + e] = int8_t(c);
+  const float sum = warp_sum(float(c));  // exact: |sum| <= 32 * 127
+  if (lane == 0) ds[blk] = make_float2(d, d * sum);
+}
+
+template <TensorType T, int R>
+void launch_rows(const uint8_t* w, size_t rb, int64_t N, int64_t K, const XRows& x, float* y, int64_t ldy,
+                 cudaStream_t s) {
+  const dim3 grid(unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  matmul_q8_kernel<T, R><<<grid, kWarpsPerBlock * kWarpSize, 0, s>>>(w, rb, N, int(K / packed_layout(T).elems), x, y, ldy);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+template <TensorType T>
+void launch(const uint8_t* w, size_t rb, int64_t N, int64_t K, const int8_t* q, const float2* ds, int64_t rows,
+            float* y, int64_t ldy, cudaStream_t s) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
+    const XRows x{q + r0 * K, ds + r0 * (K / 32), K};
+    float* yr = y + r0 * ldy;
+    switch (rows - r0 < kMaxRows ? rows - r0 : kMaxRows) {
+      case 1: launch_rows<T, 1>(w, rb, N, K, x, yr, ldy, s); break;
+      case 2: launch_rows<T, 2>(w, rb, N, K, x, yr, ldy, s); break;
+      case 3: launch_rows<T, 3>(w, rb, N, K, x, yr, ldy, s); break;
+      case 4: launch_rows<T, 4>(w, rb, N, K, x, yr, ldy, s); break;
+      case 5: launch_rows<T, 5>(w, rb, N, K, x, yr, ldy, s); break;
+      case 6: launch_rows<T, 6>(w, rb, N, K, x, yr, ldy, s); break;
+      case 7: launch_rows<T, 7>(w, rb, N, K, x, yr, ldy, s); break;
+      default: launch_rows<T, 8>(w, rb, N, K, x, yr, ldy, s); break;
+    }
+  }
+}
+
+}  // namespace
+
+bool has_q8_kernel(TensorType t, int64_t K) {
+  const PackedLayout l = packed_layout(t);
+  return l.elems > 0 && K % l.elems == 0 && K % 32 == 0;
+}
+
+void quantize_q8_1(const float* x, int64_t ldx, int64_t rows, int64_t K, int8_t* q, float2* ds, cudaStream_t s) {
+  if (K % 32 != 0) cuda_invalid("quantize_q8_1: K must be a multiple of 32");
+  const int64_t warps = rows * (K / 32);
+  if (warps <= 0) return;
+  constexpr int kThreads = 256;
+  quantize_q8_1_kernel<<<unsigned((warps * kWarpSize + kThreads - 1) / kThreads), kThreads, 0, s>>>(x, ldx, rows, K, q, ds);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+void matmul_q8(TensorType t, const uint8_t* w, size_t row_bytes, int64_t N, int64_t K, const int8_t* q, const float2* ds,
+               int64_t rows, float* y, int64_t ldy, cudaStream_t s) {
+  if (!has_q8_kernel(t, K)) cuda_invalid("matmul_q8: no integer-dot kernel for this weight type and K");
+  if (row_bytes % 16 != 0) cuda_invalid("matmul_q8: packed rows must be 16-byte multiples");
+  switch (t) {
+    case TensorType::Q4_0: launch<TensorType::Q4_0>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
+    case TensorType::Q4_1: launch<TensorType::Q4_1>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
+    case TensorType::Q5_0: launch<TensorType::Q5_0>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
+    case TensorType::Q8_0: launch<TensorType::Q8_0>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
+    case TensorType::Q4_K: launch<TensorType::Q4_K>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
+    case TensorType::Q5_K: launch<TensorType::Q5_K>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
+    case TensorType::Q6_K: launch<TensorType::Q6_K>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
+    default: cuda_invalid("matmul_q8: no integer-dot kernel for this weight type");
+  }
+}
+
+}  // namespace loom::backend::cuda

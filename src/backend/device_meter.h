@@ -1,0 +1,25 @@
+// What a benchmark reads off the device a backend runs on, beside its speeds: the energy the
+// device has used (a counter read before and after a measurement) and the peak memory the
+// backend allocated on it. Each figure may be unreadable on a machine (no NVML, RAPL not
+// exposed): then `why` says so and the report prints that instead of a number.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace loom::backend {
+
+class DeviceMeter {
+ public:
+  virtual ~DeviceMeter() = default;
+  virtual std::string device() const = 0;             // "NVIDIA H200 (NVML)", "CPU package (RAPL)"
+  virtual std::optional<double> energy_joules() = 0;  // a monotonic counter; nullopt: unreadable
+  virtual std::optional<double> peak_bytes() const = 0;  // this process's peak allocation there
+  virtual std::string why_no_energy() const = 0;
+};
+
+// The CPU package's RAPL counter (/sys/class/powercap) where readable; peak memory is the
+// process's RSS, which the benchmark reports already, so none here.
+std::unique_ptr<DeviceMeter> make_rapl_meter();
+
+}  // namespace loom::backend
