@@ -223,7 +223,7 @@ def test_quantize_bit_identical(tool, tmp_path, name):
 # references evaluate ggml's expressions as written (-ffp-contract=off). Where the shipped binary
 # has no such fusion the results must be bit-identical; elsewhere they must agree to 1e-6 of
 # sum|w_i*a_i| (a few float roundings per block). ggml's shipped q5_0 *generic* disagrees with
-# ggml's own dequantization (asserted in test_ggml_q5_0_generic_is_inconsistent), so q5_0 is
+# ggml's own dequantization on some builds (test_ggml_q5_0_simd_dot_matches_its_dequantization), so q5_0 is
 # checked against its SIMD dot instead.
 EXACT_DOTS = {"q4_0", "q8_0", "q3_K", "q6_K"}
 DOT_ORACLE = dict({k: v[1] for k, v in DOTS.items()}, q5_0="ggml_vec_dot_q5_0_q8_0")
@@ -298,9 +298,11 @@ def test_vec_dot_matches_ggml(tool, tmp_path, wname):
         assert rel.max() <= 1e-6, f"{wname}: worst row {rel.argmax()} loom {loom[rel.argmax()]} ggml {ref[rel.argmax()]}"
 
 
-def test_ggml_q5_0_generic_is_inconsistent():
-    """Documents why q5_0 is checked against ggml's SIMD dot: the shipped generic q5_0 dot
-    differs from the dot of ggml's own dequantized rows by far more than rounding."""
+def test_ggml_q5_0_simd_dot_matches_its_dequantization():
+    """q5_0 is checked against ggml's SIMD dot, which must agree with the dot of ggml's own
+    dequantized rows. (On some builds the shipped *generic* q5_0 dot disagrees with them by far
+    more than rounding — seen on an AVX-512 GCC build — while on others, e.g. an AVX2 build on
+    AMD Zen 3, it agrees: a property of the oracle's build, so it is printed, not asserted.)"""
     rng = np.random.default_rng([SEED, 300])
     w, a, mag = dot_case(rng, "q5_0", 8, 4096)
     exact = [float((ggml_dequant("q5_0", w[r], 4096).astype(np.float64) *
@@ -308,7 +310,8 @@ def test_ggml_q5_0_generic_is_inconsistent():
     gen = [ggml_dot_sym("ggml_vec_dot_q5_0_q8_0_generic", w[r], a[r], 4096) for r in range(8)]
     simd = [ggml_dot_sym("ggml_vec_dot_q5_0_q8_0", w[r], a[r], 4096) for r in range(8)]
     assert all(abs(s - e) <= 1e-5 * m for s, e, m in zip(simd, exact, mag))
-    assert any(abs(g - e) > 1e-2 * m for g, e, m in zip(gen, exact, mag))
+    worst = max(abs(g - e) / m for g, e, m in zip(gen, exact, mag))
+    print(f"ggml's generic q5_0 dot vs its dequantization: worst |diff|/sum|wa| = {worst:.2e}")
 
 
 # What llama.cpp runs on x86 is not the *_ref/_generic code above but the AVX kernels of
