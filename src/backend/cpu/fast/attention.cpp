@@ -20,8 +20,9 @@
 // blocks: one task per (block, kv head) with its buffers in thread scratch; few (decode): the
 // chunks are tasks of their own, so one sequence's KV range is streamed by every thread.
 //
-// The kernels read 16 keys at a time: the 16 dot products of a head are reduced together by a
-// transpose-add tree (no horizontal sum per key), values accumulate in registers. Rows are
+// The kernels read 16 keys at a time (8 on the AVX2 level): the dot products of a head are
+// reduced together by a transpose-add tree (no horizontal sum per key), values accumulate in
+// registers. Other builds run the scalar kernels. Rows are
 // read through kv_rows.h (contiguous runs within the cache's blocks), elements via kv_elem.h.
 #include <algorithm>
 #include <cmath>
@@ -232,6 +233,122 @@ bool scores_avx512_dispatch(const Geometry& G, const float* q, const uint8_t* ro
     default: return false;
   }
 }
+
+#elif defined(__AVX2__)
+
+// The AVX2 level (no AVX-512: e.g. AMD Zen 2/3), the same arithmetic shape as above in 8 lanes.
+
+// 8 columns [c, c + 8) of a cached row (c a multiple of 8) as f32.
+template <KvElem E>
+inline __m256 load8(const uint8_t* row, int64_t c) {
+  if constexpr (E == KvElem::f32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (E == KvElem::f16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + c)));
+  } else {
+    const auto* b = reinterpret_cast<const loom::quant::BlockQ8_0*>(row) + c / 32;
+    const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + c % 32)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(_cvtsh_ss(b->d)));
+  }
+}
+
+// Lane i = Σ lanes of t[i], for 8 vectors (each reduced on its own by a fixed tree).
+inline __m256 reduce8(const __m256* t) {
+  const __m256 s01 = _mm256_hadd_ps(t[0], t[1]), s23 = _mm256_hadd_ps(t[2], t[3]);
+  const __m256 s45 = _mm256_hadd_ps(t[4], t[5]), s67 = _mm256_hadd_ps(t[6], t[7]);
+  const __m256 a = _mm256_hadd_ps(s01, s23), b = _mm256_hadd_ps(s45, s67);
+  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+// sc[h * ld + i] = q_h · k_i, 8 keys at a time. ND = head_dim / 8. A score's arithmetic depends
+// only on q_h and k_i: even 8-blocks FMA'd into a0, odd into a1, a0 + a1, lanes summed by reduce8.
+template <KvElem E, int ND>
+void scores_avx2(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
+                 int64_t ld) {
+  alignas(32) float kt[8][8 * ND];
+  for (int64_t i0 = 0; i0 < count; i0 += 8) {
+    const int64_t nk = std::min<int64_t>(8, count - i0);
+    for (int64_t u = 0; u < 8; ++u)
+      for (int d = 0; d < ND; ++d)
+        _mm256_store_ps(kt[u] + 8 * d, u < nk ? load8<E>(rows + size_t(i0 + u) * stride, 8 * d) : _mm256_setzero_ps());
+    for (int64_t h = 0; h < G.heads; ++h) {
+      const float* qh = q + h * (8 * ND);
+      __m256 t[8];
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; ++u) {
+        __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_load_ps(kt[u])), a1 = _mm256_setzero_ps();
+#pragma GCC unroll 16
+        for (int d = 1; d < ND; ++d) {
+          if (d % 2) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * d), _mm256_load_ps(kt[u] + 8 * d), a1);
+          else a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * d), _mm256_load_ps(kt[u] + 8 * d), a0);
+        }
+        t[u] = _mm256_add_ps(a0, a1);
+      }
+      const __m256 r = reduce8(t);
+      if (nk == 8) {
+        _mm256_storeu_ps(sc + h * ld + i0, r);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, r);
+        std::memcpy(sc + h * ld + i0, tmp, size_t(nk) * sizeof(float));
+      }
+    }
+  }
+}
+
+// As values_tile above: acc[h][c0 + ...] += Σ_i w[h * ld + i] v_i in ascending i over each
+// head's range; a key outside a head's range leaves its accumulators untouched.
+template <KvElem E, int NC, int NH>
+void values_tile_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w,
+                      int64_t ld, float* acc, int64_t h0, int64_t c0, HeadRanges r) {
+  int64_t i_lo = count, i_hi = 0;
+  for (int h = 0; h < NH; ++h) i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
+  if (i_lo >= i_hi) return;
+  __m256 a[NH][NC];
+  for (int h = 0; h < NH; ++h)
+    for (int c = 0; c < NC; ++c) a[h][c] = _mm256_loadu_ps(acc + (h0 + h) * G.vd + c0 + 8 * c);
+  for (int64_t i = i_lo; i < i_hi; ++i) {
+    const uint8_t* row = rows + size_t(i) * stride;
+    __m256 v[NC];
+    for (int c = 0; c < NC; ++c) v[c] = load8<E>(row, c0 + 8 * c);
+    for (int h = 0; h < NH; ++h) {
+      if (i < r.from[h0 + h] || i >= r.to[h0 + h]) continue;
+      const __m256 wh = _mm256_set1_ps(w[(h0 + h) * ld + i]);
+      for (int c = 0; c < NC; ++c) a[h][c] = _mm256_fmadd_ps(wh, v[c], a[h][c]);
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(acc + (h0 + h) * G.vd + c0 + 8 * c, a[h][c]);
+}
+
+template <KvElem E, int NC>
+void values_cols_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                      float* acc, int64_t c0, HeadRanges r) {
+  // Accumulators NH x NC plus the row's NC vectors stay within the 16 registers.
+  int64_t h = 0;
+  for (; h + 2 <= G.heads; h += 2) values_tile_avx2<E, NC, 2>(G, rows, stride, count, w, ld, acc, h, c0, r);
+  for (; h < G.heads; ++h) values_tile_avx2<E, NC, 1>(G, rows, stride, count, w, ld, acc, h, c0, r);
+}
+
+template <KvElem E>
+void values_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                 float* acc, HeadRanges r) {
+  int64_t c = 0;
+  for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4>(G, rows, stride, count, w, ld, acc, c, r);
+  for (; c + 8 <= G.vd; c += 8) values_cols_avx2<E, 1>(G, rows, stride, count, w, ld, acc, c, r);
+}
+
+template <KvElem E>
+bool scores_avx2_dispatch(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
+                          float* sc, int64_t ld) {
+  switch (G.hd) {
+    case 32: scores_avx2<E, 4>(G, q, rows, stride, count, sc, ld); return true;
+    case 64: scores_avx2<E, 8>(G, q, rows, stride, count, sc, ld); return true;
+    case 128: scores_avx2<E, 16>(G, q, rows, stride, count, sc, ld); return true;
+    case 256: scores_avx2<E, 32>(G, q, rows, stride, count, sc, ld); return true;
+    default: return false;
+  }
+}
 #endif
 
 void scores_run(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
@@ -241,6 +358,12 @@ void scores_run(const Geometry& G, const float* q, const uint8_t* rows, size_t s
     case KvElem::f32: if (scores_avx512_dispatch<KvElem::f32>(G, q, rows, stride, count, sc, ld)) return; break;
     case KvElem::f16: if (scores_avx512_dispatch<KvElem::f16>(G, q, rows, stride, count, sc, ld)) return; break;
     case KvElem::q8_0: if (scores_avx512_dispatch<KvElem::q8_0>(G, q, rows, stride, count, sc, ld)) return; break;
+  }
+#elif defined(__AVX2__)
+  switch (G.elem) {
+    case KvElem::f32: if (scores_avx2_dispatch<KvElem::f32>(G, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::f16: if (scores_avx2_dispatch<KvElem::f16>(G, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::q8_0: if (scores_avx2_dispatch<KvElem::q8_0>(G, q, rows, stride, count, sc, ld)) return; break;
   }
 #endif
   scores_scalar(G, q, rows, stride, count, sc, ld, row);
@@ -254,6 +377,14 @@ void values_run(const Geometry& G, const uint8_t* rows, size_t stride, int64_t c
       case KvElem::f32: return values_avx512<KvElem::f32>(G, rows, stride, count, w, ld, acc, r);
       case KvElem::f16: return values_avx512<KvElem::f16>(G, rows, stride, count, w, ld, acc, r);
       case KvElem::q8_0: return values_avx512<KvElem::q8_0>(G, rows, stride, count, w, ld, acc, r);
+    }
+  }
+#elif defined(__AVX2__)
+  if (G.vd % 8 == 0) {
+    switch (G.elem) {
+      case KvElem::f32: return values_avx2<KvElem::f32>(G, rows, stride, count, w, ld, acc, r);
+      case KvElem::f16: return values_avx2<KvElem::f16>(G, rows, stride, count, w, ld, acc, r);
+      case KvElem::q8_0: return values_avx2<KvElem::q8_0>(G, rows, stride, count, w, ld, acc, r);
     }
   }
 #endif

@@ -10,7 +10,7 @@
 
 #include "quant/fp16.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -33,6 +33,34 @@ inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(y, fx);
 }
 inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+#elif defined(__AVX2__)
+// The same Cephes exp in 8 lanes; 2^n built in the exponent bits (x clamped so n stays in
+// [-126, 127]).
+inline __m256 exp256(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+// Lanes [0, n) on (n < 8), for the masked loads and stores of a row's tail.
+inline __m256i tail_mask8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline float hsum256(__m256 v) {
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
 #endif
 
 inline float silu1(float x) { return x / (1.0f + std::exp(-x)); }
@@ -125,8 +153,9 @@ inline void scale_mul_row(const float* x, float s, const float* w, float* o, int
   for (; i < n; ++i) o[i] = x[i] * s * w[i];
 }
 
-// Softmax pieces of attention. Every element goes through the same exp (exp512, the tail
-// masked), so an element's value does not depend on where a slice starts; sums add lanes.
+// Softmax pieces of attention. Every element goes through the same exp (exp512, or exp256 on
+// the AVX2 level; the tail masked), so an element's value does not depend on where a slice
+// starts; sums add lanes.
 
 // s[j] = s[j] * scale; returns max_j s[j].
 inline float scale_max(float* s, int64_t n, float scale) {
@@ -148,6 +177,17 @@ inline float scale_max(float* s, int64_t n, float scale) {
     j = n;
   }
   mx = _mm512_reduce_max_ps(m);
+#elif defined(__AVX2__)
+  const __m256 vs = _mm256_set1_ps(scale);
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
+    _mm256_storeu_ps(s + j, v);
+    m = _mm256_max_ps(m, v);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  for (const float l : lanes) mx = std::max(mx, l);
 #endif
   for (; j < n; ++j) s[j] *= scale, mx = std::max(mx, s[j]);
   return mx;
@@ -167,6 +207,17 @@ inline double exp_sum(const float* s, int64_t n, float mx) {
     j = n;
   }
   sum = _mm512_reduce_add_ps(acc);
+#elif defined(__AVX2__)
+  const __m256 vm = _mm256_set1_ps(mx);
+  __m256 acc = _mm256_setzero_ps();
+  for (; j + 8 <= n; j += 8) acc = _mm256_add_ps(acc, exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)));
+  if (j < n) {
+    const __m256i k = tail_mask8(n - j);
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), vm));
+    acc = _mm256_add_ps(acc, _mm256_and_ps(e, _mm256_castsi256_ps(k)));
+    j = n;
+  }
+  sum = hsum256(acc);
 #endif
   for (; j < n; ++j) sum += std::exp(s[j] - mx);
   return sum;
@@ -182,6 +233,14 @@ inline void softmax_weights(float* w, int64_t n, float mx, float inv, bool f16) 
     __m512 v = _mm512_mul_ps(exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, w + j), vm)), vi);
     if (f16) v = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     _mm512_mask_storeu_ps(w + j, k, v);
+  }
+#elif defined(__AVX2__)
+  const __m256 vm = _mm256_set1_ps(mx), vi = _mm256_set1_ps(inv);
+  for (; j < n; j += 8) {
+    const __m256i k = tail_mask8(std::min<int64_t>(8, n - j));
+    __m256 v = _mm256_mul_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(w + j, k), vm)), vi);
+    if (f16) v = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_maskstore_ps(w + j, k, v);
   }
 #endif
   for (; j < n; ++j) {
