@@ -1,3 +1,4 @@
+#include "cli/files.h"
 #include "cli/bench_constrained.h"
 
 #include <algorithm>
@@ -59,14 +60,6 @@ Run generate(runtime::Engine& e, const std::vector<int32_t>& prompt, int max_tok
       return out;
     }
   }
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) loom::fail("cannot open {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace

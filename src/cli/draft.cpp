@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli/files.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "gguf/file.h"
@@ -37,15 +38,7 @@ void run_draft(const DraftArgs& a) {
   ir::Module m = port::draft_program(target, a.layers);
   port::record_weights_path(m, weights, a.out);
   const std::string text = ir::print(m);
-  if (a.out.empty() || a.out == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return;
-  }
-  std::ofstream out(a.out, std::ios::binary);
-  if (!out) loom::fail("cannot write {}", a.out);
-  out << text;
-  out.close();
-  if (!out) loom::fail("writing {} failed", a.out);
+  if (!loom::cli::write_file_or_stdout(a.out, text)) return;
   std::fprintf(stderr, "loom draft: wrote %s (%lld of the target's layers, %zu weights, bound to %s)\n", a.out.c_str(),
                (long long)a.layers, m.weights.size(), weights.c_str());
 }

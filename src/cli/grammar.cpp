@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/files.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "runtime/sampler.h"
@@ -26,14 +27,6 @@ struct GrammarArgs {
   int max_len = 256;
   uint64_t seed = 1;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) loom::fail("cannot open {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A random walk through the grammar byte by byte: ends when the grammar accepts and a coin
 // says so (or nothing may follow); a walk past max_len bytes is dropped and retried.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli/files.h"
 #include "cli/check.h"
 #include "cli/verb.h"
 #include "common/error.h"
@@ -26,15 +27,7 @@ void run_port(const PortArgs& a) {
   port::record_weights_path(m, a.model, a.out);
   ir::verify(m);
   const std::string text = ir::print(m);
-  if (a.out.empty() || a.out == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return;
-  }
-  std::ofstream out(a.out, std::ios::binary);
-  if (!out) loom::fail("cannot write {}", a.out);
-  out << text;
-  out.close();
-  if (!out) loom::fail("writing {} failed", a.out);
+  if (!loom::cli::write_file_or_stdout(a.out, text)) return;
   size_t ops = 0;
   for (const auto& fn : m.funcs) ops += fn.body.size();
   std::fprintf(stderr, "loom port: wrote %s (%s, %zu weights, %zu ops)\n", a.out.c_str(),

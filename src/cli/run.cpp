@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/files.h"
 #include "cli/generation_flags.h"
 #include "backend/registry.h"
 #include "cli/verb.h"
@@ -68,16 +69,9 @@ std::string speculation_line(const runtime::RequestStats& s) {
 std::shared_ptr<text::constrain::Constraint> GenerationFlags::constraint(const text::Tokenizer& tok) {
   namespace tc = text::constrain;
   if (!compiled_) {
-    auto read = [](const std::string& path) {
-      std::ifstream in(path, std::ios::binary);
-      if (!in) loom::fail("cannot open {}", path);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      return ss.str();
-    };
     try {
-      if (!grammar_file.empty()) compiled_ = tc::compile(tc::SourceKind::gbnf, read(grammar_file));
-      else if (!json_schema_file.empty()) compiled_ = tc::compile(tc::SourceKind::json_schema, read(json_schema_file));
+      if (!grammar_file.empty()) compiled_ = tc::compile(tc::SourceKind::gbnf, read_file(grammar_file));
+      else if (!json_schema_file.empty()) compiled_ = tc::compile(tc::SourceKind::json_schema, read_file(json_schema_file));
       else if (!regex.empty()) compiled_ = tc::compile(tc::SourceKind::regex, regex);
       else if (json_object) compiled_ = tc::compile(tc::SourceKind::json_object, "");
       else return nullptr;

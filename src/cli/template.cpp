@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/files.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "gguf/file.h"
@@ -17,17 +18,9 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) loom::fail("cannot open {}", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 ojson read_json(const std::string& path) {
   try {
-    return ojson::parse(read_file(path));
+    return ojson::parse(loom::cli::read_file(path));
   } catch (const nlohmann::json::parse_error& e) {
     loom::fail("{}: invalid JSON: {}", path, e.what());
   }
@@ -79,7 +72,7 @@ void run(const TemplateArgs& a) {
     if (bos.empty()) bos = loom::text::token_text(f, "tokenizer.ggml.bos_token_id");
     if (eos.empty()) eos = loom::text::token_text(f, "tokenizer.ggml.eos_token_id");
   }
-  if (!a.template_file.empty()) source = read_file(a.template_file);
+  if (!a.template_file.empty()) source = loom::cli::read_file(a.template_file);
   if (source.empty() && a.model.empty()) loom::fail("loom template needs -m MODEL or --template FILE");
 
   loom::text::ChatTemplate tpl(source, bos, eos, clock);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/files.h"
 #include "cli/verb.h"
 #include "common/error.h"
 #include "gguf/file.h"
@@ -58,14 +59,6 @@ std::string b64_decode(std::string_view s) {
     }
   }
   return out;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) loom::fail("tokenize: cannot read {}", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // A piece for people: printable UTF-8 kept, control bytes and invalid bytes escaped.
@@ -136,7 +129,7 @@ void run_dump(const Tokenizer& tok) {
 // Times encode() only. Each repetition gets a freshly built tokenizer (built outside the
 // timed region) so the BPE word cache starts cold every time, as for a first request.
 void run_bench(const gguf::File& f, const Opts& o) {
-  const std::string text = read_file(o.bench);
+  const std::string text = loom::cli::read_file(o.bench);
   double best = 1e30, total = 0;
   size_t n_tokens = 0;
   for (int r = 0; r < o.repeat; ++r) {
@@ -174,7 +167,7 @@ loom::cli::RegisterVerb reg("tokenize", [](CLI::App& root) {
     if (!o->batch.empty()) return run_batch(tok, *o);
     if (o->dump) return run_dump(tok);
     if (!o->bench.empty()) return run_bench(f, *o);
-    const std::string text = o->file.empty() ? o->prompt : read_file(o->file);
+    const std::string text = o->file.empty() ? o->prompt : loom::cli::read_file(o->file);
     const auto ids = tok.encode(text, !o->no_bos, o->parse_special);
     if (o->json_out) {
       json pieces = json::array();

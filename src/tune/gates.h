@@ -17,7 +17,7 @@ namespace loom::tune {
 struct GateResult {
   std::string name;
   bool passed = false;
-  std::string detail;
+  std::string detail{};  // default-initialized: GateResult{"name"} leaves it empty without a warning
   nlohmann::json metrics = nlohmann::json::object();
   nlohmann::json to_json() const { return {{"gate", name}, {"passed", passed}, {"detail", detail}, {"metrics", metrics}}; }
 };

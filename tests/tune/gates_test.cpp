@@ -239,7 +239,9 @@ TEST(TuneGates, CheatsAreRevertedByJudge) {
     // The gates after the failing one are recorded as not run, never as passed.
     bool failed = false;
     for (const auto& g : v.gates) {
-      if (failed) EXPECT_FALSE(g.passed) << g.name;
+      if (failed) {
+        EXPECT_FALSE(g.passed) << g.name;
+      }
       failed = failed || !g.passed;
     }
     EXPECT_TRUE(failed);
