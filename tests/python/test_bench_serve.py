@@ -5,55 +5,29 @@ mid-run, a port nobody listens on and a malformed URL each end in a clear error 
 exit. Small and bounded: a few requests of a few tokens each, a deadline on every run."""
 import json
 import re
-import signal
 import subprocess
-import threading
 import time
-import urllib.request
 
 import pytest
 
-MODEL_NAME = "smol"
+from test_serve import MODEL_NAME, Server
 
+class LoomServer(Server):
+    """test_serve's server (4 sequences, 512 positions, 2 threads), with its URL and every
+    Prometheus sample at once."""
 
-class LoomServer:
     def __init__(self, loom_bin, model):
-        self.proc = subprocess.Popen(
-            [str(loom_bin), "serve", "-m", str(model), "--port", "0", "--alias", MODEL_NAME, "--parallel", "4",
-             "-c", "512", "-t", "2"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.log = []
-        end = time.time() + 120
-        while time.time() < end:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.log.append(line)
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.url = f"http://127.0.0.1:{m.group(1)}"
-                threading.Thread(target=lambda: [self.log.append(x) for x in self.proc.stderr], daemon=True).start()
-                return
-        self.proc.kill()
-        pytest.fail("loom serve did not start:\n" + "".join(self.log))
+        super().__init__(loom_bin, model, "--parallel", "4", "-c", "512", "-t", "2")
+        self.url = f"http://127.0.0.1:{self.port}"
 
     def metrics(self):
-        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
-            text = r.read().decode()
+        _, body, _ = self.raw("GET", "/metrics", timeout=30)
         out = {}
-        for line in text.splitlines():
+        for line in body.decode().splitlines():
             if line and not line.startswith("#"):
                 name, value = line.rsplit(" ", 1)
                 out[name] = float(value)
         return out
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 @pytest.fixture(scope="module")
