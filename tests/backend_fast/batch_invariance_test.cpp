@@ -31,11 +31,13 @@ std::vector<int32_t> tokens(int vocab, int seed) {
 struct Harness {
   loom::testing::SyntheticModel sm;
   std::unique_ptr<backend::Plan> plan;
-  Harness(loom::testing::SyntheticSpec spec, int64_t chunk, int threads, const std::string& isa = "auto")
+  Harness(loom::testing::SyntheticSpec spec, int64_t chunk, int threads, const std::string& isa = "auto",
+          int64_t stream_rows = 0)
       : sm(loom::testing::make_synthetic(spec)) {
     ir::Module m = sm.module;
     if (chunk > 0) m.schedule.push_back({"attention", "", {{"chunk", ir::AttrValue(chunk)}}, {}});
     if (isa != "auto") m.schedule.push_back({"", "", {{"isa", ir::AttrValue(isa)}}, {}});
+    if (stream_rows > 0) m.schedule.push_back({"", "", {{"matmul_stream_rows", ir::AttrValue(stream_rows)}}, {}});
     auto ws = backend::WeightSource::bind(m, *sm.file);
     plan = backend::cpu::make_fast_backend()->compile(m, ws, {threads});
   }
@@ -90,9 +92,9 @@ void expect_identical(const std::vector<float>& want, const std::vector<float>& 
     }
 }
 
-void check(loom::testing::SyntheticSpec spec, int64_t chunk, const std::string& isa = "auto") {
+void check(loom::testing::SyntheticSpec spec, int64_t chunk, const std::string& isa = "auto", int64_t stream_rows = 0) {
   SCOPED_TRACE("isa " + isa);
-  Harness h(spec, chunk, 2, isa);
+  Harness h(spec, chunk, 2, isa, stream_rows);
   const auto a = tokens(spec.V, 1), b = tokens(spec.V, 2);
   const auto alone = run(h, a, b, {kLen}, 0);  // the whole prompt in one step
   const int64_t V = h.V();
@@ -101,7 +103,7 @@ void check(loom::testing::SyntheticSpec spec, int64_t chunk, const std::string& 
   expect_identical(alone, run(h, a, b, {7, 16, 1, 9}, 1), V, "beside another sequence's decode tokens");
   expect_identical(alone, run(h, a, b, {5, 30}, 12), V, "beside another sequence's prompt chunks");
   expect_identical(alone, run(h, a, b, {2, 2, 2, 17}, 40), V, "beside a long chunk of another sequence");
-  Harness one(spec, chunk, 1, isa);
+  Harness one(spec, chunk, 1, isa, stream_rows);
   expect_identical(alone, run(one, a, b, {kLen}, 0), V, "one thread");
 }
 
@@ -124,10 +126,10 @@ TEST(FastBatchInvariance, SlidingWindowAndSoftcap) {
 }
 
 // Real shapes: matmul inner dims of several (super-)blocks (E = 768: 3 super-blocks / 24
-// blocks, F = 1536: 6 / 48), with every weight type the fast backend has kernels for. A step of
-// up to 8 rows runs the weight-streaming GEMV tiles on the stored rows, more rows the GEMM
-// tiles -- for Q5_0 on a Q8_0 copy (repack.h) -- and each row's result must not depend on which
-// ran. (Gemma-3-270M Q4_K_M keeps attn_q/k and ffn_gate/up in Q5_0: its `loom logits -b 9`
+// blocks, F = 1536: 6 / 48), with every weight type the fast backend has kernels for. With
+// `matmul_stream_rows = 8` a step of up to 8 rows runs the weight-streaming tiles (on the
+// stored rows where the weight is not packed), more rows the prefill GEMM tiles -- for Q5_0 in
+// stored rows on a Q8_0 copy (repack.h) -- and each row's result must not depend on which ran. (Gemma-3-270M Q4_K_M keeps attn_q/k and ffn_gate/up in Q5_0: its `loom logits -b 9`
 // differed from `-b 1` by up to ~5 until the Q5_0 kernels matched the Q8_0 ones lane for lane.)
 // Every ISA level this host runs.
 static loom::testing::SyntheticSpec wide(gguf::TensorType w, gguf::TensorType v) {
@@ -153,17 +155,17 @@ static std::vector<std::string> isa_caps() {
 TEST(FastBatchInvariance, SeveralSuperBlocksKQuants) {
   using T = gguf::TensorType;
   for (const std::string& isa : isa_caps()) {
-    check(wide(T::Q4_K, T::Q6_K), 0, isa);
-    check(wide(T::Q5_K, T::Q6_K), 0, isa);
+    check(wide(T::Q4_K, T::Q6_K), 0, isa, 8);
+    check(wide(T::Q5_K, T::Q6_K), 0, isa, 8);
   }
 }
 
 TEST(FastBatchInvariance, SeveralBlocksLegacy) {
   using T = gguf::TensorType;
   for (const std::string& isa : isa_caps()) {
-    check(wide(T::Q4_0, T::Q5_0), 0, isa);
-    check(wide(T::Q4_1, T::Q8_0), 0, isa);
-    check(wide(T::Q5_1, T::F16), 0, isa);
+    check(wide(T::Q4_0, T::Q5_0), 0, isa, 8);
+    check(wide(T::Q4_1, T::Q8_0), 0, isa, 8);
+    check(wide(T::Q5_1, T::F16), 0, isa, 8);
   }
 }
 

@@ -193,7 +193,8 @@ TEST(FastBackend, TinyF32ModelMatchesReference) {
 }
 
 TEST(FastBackend, QuantizedPrefillAndDecode) {
-  // Q4_K, Q6_K, Q8_0, Q5_0 run the x8 packed kernels (quant/simd/packed.h) on AVX-512.
+  // Q4_K, Q6_K, Q8_0, Q5_0, Q4_0, Q4_1 run the x8 packed kernels (quant/simd/packed.h) on
+  // AVX-512 and AVX2.
   for (auto wt : {gguf::TensorType::Q4_K, gguf::TensorType::Q4_0, gguf::TensorType::Q4_1, gguf::TensorType::Q5_K,
                   gguf::TensorType::Q6_K, gguf::TensorType::Q8_0, gguf::TensorType::Q5_0}) {
     auto sm = loom::testing::make_synthetic(spec_with([&](auto& s) { s.wtype = wt; }));

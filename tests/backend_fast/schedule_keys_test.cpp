@@ -119,7 +119,7 @@ TEST(FastScheduleKeys, IsaCap) {
   std::vector<float> got;
   const std::string plan = fx.run_with({global("isa", std::string("scalar"))}, &got);
   EXPECT_NE(plan.find("isa scalar (cap scalar)"), std::string::npos) << plan;
-  EXPECT_EQ(plan.find("packed x8"), std::string::npos) << plan;  // the x8 kernels need avx512
+  EXPECT_EQ(plan.find("packed x8"), std::string::npos) << plan;  // the x8 kernels need avx2 or avx512
   EXPECT_NE(plan, fx.base_plan);
   expect_within_contract(fx.ref, got, fx.sm.spec.V, "isa = scalar");
 }
@@ -149,6 +149,21 @@ TEST(FastScheduleKeys, MatmulGrouping) {
   };
   EXPECT_GT(steps(pairs), steps(fx.base_plan)) << pairs;
   EXPECT_EQ(got, fx.base);
+}
+
+TEST(FastScheduleKeys, MatmulStreamRows) {
+  Fixture fx;
+  EXPECT_NE(fx.base_plan.find("weight-streaming tiles up to 64 rows"), std::string::npos) << fx.base_plan;
+  // 1: the fixture's 9-row prefill takes the prefill tiles; 4096: every step streams. Only the
+  // cut of the work changes, never a row's arithmetic, so the logits keep their bits.
+  for (int64_t rows : {int64_t(1), int64_t(4096)}) {
+    std::vector<float> got;
+    const std::string plan = fx.run_with({global("matmul_stream_rows", rows)}, &got);
+    EXPECT_NE(plan.find(fmt::format("weight-streaming tiles up to {} rows", rows)), std::string::npos) << plan;
+    EXPECT_NE(plan, fx.base_plan);
+    expect_within_contract(fx.ref, got, fx.sm.spec.V, fmt::format("matmul_stream_rows = {}", rows));
+    EXPECT_EQ(got, fx.base);
+  }
 }
 
 TEST(FastScheduleKeys, MatmulLayoutPerGlob) {

@@ -23,6 +23,8 @@ struct GemmArgs {
 // Each returns false (doing nothing) when the level has no kernel for the type.
 namespace avx2 {
 bool gemm(gguf::TensorType wt, const GemmArgs& g);
+// x8 layouts (packed.h), as avx512::gemm_packed; false for the types without an AVX2 kernel.
+bool gemm_packed(gguf::TensorType wt, const GemmArgs& g);
 bool quantize(gguf::TensorType t, const float* x, void* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {

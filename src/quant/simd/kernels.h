@@ -21,8 +21,8 @@
 //                                   accumulation differs from quant::vec_dot.
 //
 // Types with SIMD kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32, F16, BF16.
-// Faster still on AVX-512: the same dots on weights repacked at load time into row-interleaved
-// groups of 8 rows (packed.h: gemm_packed; Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
+// Faster still on AVX-512 and AVX2: the same dots on weights repacked at load time into
+// row-interleaved groups of 8 rows (packed.h: gemm_packed; Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
 // Q2_K and Q3_K run the scalar reference at every ISA level. Other types throw loom::Error.
 //
 // ISA: chosen once from CPUID (AVX-512 F/BW/VL/VNNI -> "avx512vnni", AVX2+FMA+F16C -> "avx2",

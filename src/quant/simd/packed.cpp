@@ -325,6 +325,10 @@ bool has_packed_layout(TensorType wt) {
          wt == TensorType::Q4_K || wt == TensorType::Q6_K;
 }
 
+bool has_packed_kernel(TensorType wt, Isa level) {
+  return level >= Isa::avx2 && has_packed_layout(wt);
+}
+
 size_t packed_group_bytes(TensorType wt, int64_t k) { return size_t(k / block_elems(wt)) * group_block_bytes(wt); }
 
 void pack_rows(TensorType wt, const void* w, size_t w_row_bytes, int64_t n_rows, int64_t k, void* out) {
@@ -357,11 +361,10 @@ void gemm_packed(TensorType wt, const void* packed, int64_t n_rows, const void* 
   if (act_row_bytes < row_size(act_type(wt), k)) fail("quant::simd::gemm_packed: activation rows too short");
   if (n_act > 1 && out_stride < size_t(n_rows)) fail("quant::simd::gemm_packed: out_stride < n_rows");
   if (n_rows == 0 || n_act == 0) return;
-  if (isa() == Isa::avx512) {
-    const detail::GemmArgs g{(const uint8_t*)packed, packed_group_bytes(wt, k), n_rows, (const uint8_t*)act,
-                             act_row_bytes, n_act, out, out_stride, k};
-    if (detail::avx512::gemm_packed(wt, g)) return;
-  }
+  const detail::GemmArgs g{(const uint8_t*)packed, packed_group_bytes(wt, k), n_rows, (const uint8_t*)act,
+                           act_row_bytes, n_act, out, out_stride, k};
+  if (isa() == Isa::avx512 && detail::avx512::gemm_packed(wt, g)) return;
+  if (isa() == Isa::avx2 && detail::avx2::gemm_packed(wt, g)) return;
   // Lower levels: unpack one group at a time and run the stored-format kernels.
   const size_t rb = row_size(wt, k), gb = packed_group_bytes(wt, k);
   thread_local std::vector<uint8_t> rows;

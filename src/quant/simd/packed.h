@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "gguf/tensor_type.h"
+#include "quant/simd/kernels.h"
 
 namespace loom::quant::simd {
 
@@ -31,6 +32,10 @@ constexpr int kPackRows = 8;
 
 // Types with an x8 layout: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K.
 bool has_packed_layout(gguf::TensorType wt);
+// True when `level` has kernels of its own for wt's x8 layout (AVX-512 and AVX2: every type
+// with the layout); below that gemm_packed unpacks each group and runs gemm(), which is only a
+// correctness fallback.
+bool has_packed_kernel(gguf::TensorType wt, Isa level);
 // Bytes of one group of 8 rows of k elements.
 size_t packed_group_bytes(gguf::TensorType wt, int64_t k);
 // n_rows (a multiple of 8) stored rows -> n_rows/8 groups at out.
@@ -38,8 +43,8 @@ void pack_rows(gguf::TensorType wt, const void* w, size_t w_row_bytes, int64_t n
 // The inverse: groups back to stored rows.
 void unpack_rows(gguf::TensorType wt, const void* packed, int64_t n_rows, int64_t k, void* w, size_t w_row_bytes);
 // gemm() on packed rows: out[a*out_stride + r] = dot(row r, activation a), n_rows a multiple of
-// 8, activations in act_type(wt). AVX-512 VNNI kernels; lower ISA levels unpack each group
-// and call gemm().
+// 8, activations in act_type(wt). AVX-512 VNNI and AVX2 kernels (has_packed_kernel); otherwise
+// each group is unpacked and gemm() runs on it.
 void gemm_packed(gguf::TensorType wt, const void* packed, int64_t n_rows, const void* act,
                  size_t act_row_bytes, int64_t n_act, float* out, size_t out_stride, int64_t k);
 

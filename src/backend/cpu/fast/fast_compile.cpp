@@ -203,9 +203,10 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, const FastOption
         part.prefill_row_bytes = part.row_bytes;
         const bool want_packed = std::get<std::string>(sched.for_op("matmul", "layout", wname)) == "packed";
         const bool want_repack = std::get<bool>(sched.for_op("matmul", "prefill_repack", wname));
-        // The x8 layout has AVX-512 kernels only (quant/simd/packed.h; decode GEMV 1.3-2x faster
-        // per thread).
-        if (want_packed && opt_.isa == simd::Isa::avx512 && simd::has_packed_layout(wt->type) && n >= simd::kPackRows) {
+        // The x8 layout where the level has kernels for it (quant/simd/packed.h): AVX-512 decode
+        // GEMV 1.3-2x faster per thread; on AVX2 the 32-element types, whose stored-row kernels
+        // spend most of a batched step converting per-row block sums to float.
+        if (want_packed && simd::has_packed_kernel(wt->type, opt_.isa) && n >= simd::kPackRows) {
           auto pk = packed_.find(wt);
           const int64_t prows = n / simd::kPackRows * simd::kPackRows;
           const size_t gb = simd::packed_group_bytes(wt->type, k);
@@ -255,6 +256,7 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, const FastOption
           continue;
         }
         s.k = k;
+        s.stream_rows = opt_.stream_rows;
         s.act_type = act;
         s.parts.push_back(part);
         s.out = part.out;
@@ -315,9 +317,10 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, const FastOption
   scratch_.resize(pool_.size());
   explain_.insert(explain_.begin(),
                   fmt::format("backend cpu: threads {}, isa {} (cap {}), huge_pages {}, matmul grouping lookback {} "
-                              "parts {}, {} steps from {} ops, activation arena {} bytes/row, dump_dir {}, profile {}",
+                              "parts {}, matmul weight-streaming tiles up to {} rows, {} steps from {} ops, activation "
+                              "arena {} bytes/row, dump_dir {}, profile {}",
                               pool_.size(), simd::isa_name(), opt_.isa_cap, opt_.huge_pages, opt_.group_lookback,
-                              opt_.group_parts, steps_.size(), low.ops.size(), arena_row_bytes_,
+                              opt_.group_parts, opt_.stream_rows, steps_.size(), low.ops.size(), arena_row_bytes_,
                               opt_.dump_dir.empty() ? "off" : opt_.dump_dir, opt_.profile));
 }
 

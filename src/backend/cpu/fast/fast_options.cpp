@@ -10,12 +10,15 @@ const std::vector<ScheduleKey>& fast_schedule_keys() {
   static const std::vector<ScheduleKey> keys = {
       {"", "threads", Type::integer, 0, 1024, {}, int64_t(0), "worker threads (0: the hardware's concurrency)"},
       {"", "isa", Type::choice, 0, 0, {"auto", "avx512", "avx2", "scalar"}, std::string("auto"),
-       "cap on the SIMD kernel level (auto: the best this CPU runs); the x8 weight layout needs avx512"},
+       "cap on the SIMD kernel level (auto: the best this CPU runs); the x8 weight layout needs avx2 or avx512"},
       {"", "huge_pages", Type::boolean, 0, 0, {}, true,
        "advise huge pages for the packed weight buffers (fewer TLB misses in the decode weight stream)"},
       {"", "matmul_group_lookback", Type::integer, 0, 64, {}, int64_t(6),
        "steps back a matmul may join a group of matmuls reading the same activation (0: no grouping)"},
       {"", "matmul_group_parts", Type::integer, 1, 64, {}, int64_t(8), "most matmuls in one group"},
+      {"", "matmul_stream_rows", Type::integer, 1, 1 << 16, {}, int64_t(64),
+       "steps of at most this many rows (decode, batched decode) cut each matmul into equal weight-byte tiles "
+       "holding every row; longer steps use 128-row x 256-activation prefill tiles (same bits either way)"},
       {"", "dump_dir", Type::text, 0, 0, {}, std::string(),
        "diagnosis: write every non-matmul result as <dir>/<value>.f32 each step (empty: off)"},
       {"", "profile", Type::boolean, 0, 0, {}, false, "diagnosis: print time per step kind to stderr"},
@@ -42,6 +45,7 @@ FastOptions read_fast_options(const ir::Module& m, const CompileOptions& opts) {
   o.huge_pages = r.boolean("huge_pages");
   o.group_lookback = int(r.integer("matmul_group_lookback"));
   o.group_parts = int(r.integer("matmul_group_parts"));
+  o.stream_rows = r.integer("matmul_stream_rows");
   o.dump_dir = r.text("dump_dir");
   o.profile = r.boolean("profile");
   return o;

@@ -19,6 +19,7 @@ struct FastOptions {
   bool huge_pages = true;            // MADV_HUGEPAGE on packed weight buffers
   int group_lookback = 6;            // steps back a matmul may join a group reading its input
   int group_parts = 8;               // most matmuls in one group
+  int64_t stream_rows = 64;          // steps of at most this many rows: weight-streaming matmul tiles
   std::string dump_dir;              // diagnosis: every non-matmul step's result as <dir>/<value>.f32
   bool profile = false;              // diagnosis: time per step kind on stderr
 };

@@ -2,16 +2,23 @@
 // same activation x. x is quantized once into the format simd::gemm wants (act_type of the
 // weights, e.g. Q8_K for Q4_K/Q6_K) and reused by every part and every later step that reads
 // it. The work is cut into tiles of (weight rows × activation rows) handed out dynamically:
-//  - decode (few activation rows): about kDecodeTilesPerThread tiles per thread of equal
-//    weight bytes (at least kDecodeMinTileBytes): long contiguous streams keep the hardware
-//    prefetcher running, and a few tiles per thread still let one thread take over from
-//    another that the OS has descheduled;
-//  - prefill: tiles of kPrefillRows weight rows × kPrefillActs activation rows (the kernel
-//    re-prepares its activation rows per call, so long activation blocks amortize that), so a tile's
-//    weights stay in L1/L2 while all of its activation rows pass over them.
+//  - steps of at most Step::stream_rows activation rows (decode, batched decode: the schedule's
+//    `matmul_stream_rows`): every tile holds all activation rows and about
+//    kStreamTilesPerThread tiles per thread of equal weight bytes (at least kStreamMinTileBytes):
+//    the weights are read once per step in long contiguous streams, the threads get equal
+//    shares (the small q/k/v and o matrices of a 135M model cut into 128-row prefill tiles
+//    leave one thread idle for a third of their time), and a few tiles per thread still let
+//    one thread take over from another that the OS has descheduled;
+//  - longer steps (prefill): tiles of kPrefillRows weight rows × kPrefillActs activation rows
+//    (the kernel re-prepares its activation rows per call, so long activation blocks amortize
+//    that), so a tile's weights stay in L1/L2 while all of its activation rows pass over them.
+// Either way each output's arithmetic is the same (quant/simd kernels are invariant to the
+// call's shape), so the cut never changes a row's bits.
 // Weights with an x8 layout (MatmulPart::packed, quant/simd/packed.h) are read from it for
 // their first packed_rows rows; tile row counts are multiples of 8, so a tile is all packed
-// groups, all tail rows, or groups then the tail.
+// groups, all tail rows, or groups then the tail. Weights kept in stored rows are read as
+// stored by steps of at most kStoredRowsActs rows (fewest bytes) and from their prefill copy
+// (repack.h: the same bits) by longer ones.
 #include <algorithm>
 
 #include "backend/cpu/fast/plan.h"
@@ -24,9 +31,9 @@ namespace loom::backend::cpu::fast {
 
 namespace {
 
-constexpr int64_t kDecodeActs = 8;             // at most this many rows: weight-streaming tiles
-constexpr int64_t kDecodeTilesPerThread = 4;
-constexpr int64_t kDecodeMinTileBytes = 32 << 10;
+constexpr int64_t kStoredRowsActs = 8;  // at most this many rows read stored rows rather than the prefill copy
+constexpr int64_t kStreamTilesPerThread = 4;
+constexpr int64_t kStreamMinTileBytes = 32 << 10;
 constexpr int64_t kPrefillRows = 128;  // the kernels chunk it further for L1; 64 re-prepared activations twice as often (-3..-12% on packed GEMM)
 constexpr int64_t kPrefillActs = 256;
 
@@ -52,19 +59,20 @@ void run_matmul(const Step& s, Exec& e) {
 
   // Tile geometry per part; tiles are numbered activation-block-major so that threads work on
   // the same activation block at the same time.
-  const bool decode = n_act <= kDecodeActs;
-  const int64_t act_block = decode ? n_act : kPrefillActs;
+  const bool stream = n_act <= s.stream_rows;
+  const bool decode = n_act <= kStoredRowsActs;
+  const int64_t act_block = stream ? n_act : kPrefillActs;
   const int64_t n_ablocks = (n_act + act_block - 1) / act_block;
   constexpr int kMaxParts = 8;
   int64_t chunk_rows[kMaxParts], first_chunk[kMaxParts + 1];
   const int n_parts = int(s.parts.size());
   int64_t total_bytes = 0;
   for (const auto& mp : s.parts) total_bytes += mp.rows * int64_t(mp.row_bytes);
-  const int64_t tile_bytes = std::max(kDecodeMinTileBytes, total_bytes / (kDecodeTilesPerThread * e.pool.size()));
+  const int64_t tile_bytes = std::max(kStreamMinTileBytes, total_bytes / (kStreamTilesPerThread * e.pool.size()));
   first_chunk[0] = 0;
   for (int p = 0; p < n_parts; ++p) {
     const MatmulPart& mp = s.parts[p];
-    chunk_rows[p] = decode ? std::max<int64_t>(16, round_up(tile_bytes / int64_t(mp.row_bytes), 16)) : kPrefillRows;
+    chunk_rows[p] = stream ? std::max<int64_t>(16, round_up(tile_bytes / int64_t(mp.row_bytes), 16)) : kPrefillRows;
     chunk_rows[p] = std::min(chunk_rows[p], mp.rows);
     first_chunk[p + 1] = first_chunk[p] + (mp.rows + chunk_rows[p] - 1) / chunk_rows[p];
   }

@@ -79,6 +79,7 @@ struct Step {
   std::vector<MatmulPart> parts;
   gguf::TensorType act_type = gguf::TensorType::F32;
   int64_t k = 0;
+  int64_t stream_rows = 8;        // steps of at most this many rows: weight-streaming tiles (matmul.cpp)
   int act_slot = -1;              // -1: the f32 value is used directly
   bool quantize = false;          // this step fills act_slot (the first reader of the value)
 };

@@ -8,9 +8,9 @@
 // thread against ~10 GB/s for Q8_0). Used for prefill only (+10% pp256 on the 135M Q4_K_M
 // shape, 1 thread); decode keeps the stored rows, which move 22/34 the bytes (repacked decode
 // measured -11%). Costs 34/22 of those weights' bytes in memory; the schedule's
-// `matmul = {prefill_repack = false}` turns it off. On AVX-512 the x8 layout
+// `matmul = {prefill_repack = false}` turns it off. On AVX-512 and AVX2 the x8 layout
 // (quant/simd/packed.h) replaces both for every weight that has one (fast_compile.cpp), so
-// this copy is only made for the AVX2 level or with `matmul = {layout = "rows"}`.
+// this copy is only made at the scalar level or with `matmul = {layout = "rows"}`.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -151,31 +151,42 @@ int main(int argc, char** argv) {
         }
     }
   }
-  // x8 layouts (packed.h), AVX-512 kernels: "gemvx8/..." and "gemmx8/...", same shapes.
-  if (simd::best_isa() >= Isa::avx512)
+  // x8 layouts (packed.h), AVX2 and AVX-512 kernels: "gemvx8/..." and "gemmx8/...", the same
+  // shapes, plus the batched-decode widths 8 and 32; "gemvhot"/"gemmhot" are the stored-row
+  // kernels at those widths, for comparison.
+  for (Isa l : levels) {
+    if (l < Isa::avx2) continue;
+    const std::string ln = level_name(l);
     for (TensorType wt : types) {
-      if (!simd::has_packed_layout(wt)) continue;
+      if (!simd::has_packed_kernel(wt, l)) continue;
       const std::string tn(gguf::type_name(wt));
       for (auto [rows, k] : {std::pair<int64_t, int64_t>{2048, 8192}, {576, 1536}}) {
         const Shape m{wt, rows, k, size_t(256) << 20, true};
-        const std::string name = "gemvx8/" + tn + "/avx512vnni/" + std::to_string(rows) + "x" + std::to_string(k);
-        benchmark::RegisterBenchmark(name.c_str(), run_gemm, m, Isa::avx512, int64_t(1))->Unit(benchmark::kMicrosecond)->UseRealTime();
+        const std::string name = "gemvx8/" + tn + "/" + ln + "/" + std::to_string(rows) + "x" + std::to_string(k);
+        benchmark::RegisterBenchmark(name.c_str(), run_gemm, m, l, int64_t(1))->Unit(benchmark::kMicrosecond)->UseRealTime();
       }
       {  // weights hot in L2: the kernel's compute ceiling
         const Shape m{wt, 576, 1536, 0, true};
-        benchmark::RegisterBenchmark(("gemvx8hot/" + tn + "/avx512vnni/576x1536").c_str(), run_gemm, m, Isa::avx512, int64_t(1))
+        benchmark::RegisterBenchmark(("gemvx8hot/" + tn + "/" + ln + "/576x1536").c_str(), run_gemm, m, l, int64_t(1))
             ->Unit(benchmark::kMicrosecond)->UseRealTime();
         const Shape u{wt, 576, 1536, 0, false};
-        benchmark::RegisterBenchmark(("gemvhot/" + tn + "/avx512vnni/576x1536").c_str(), run_gemm, u, Isa::avx512, int64_t(1))
+        benchmark::RegisterBenchmark(("gemvhot/" + tn + "/" + ln + "/576x1536").c_str(), run_gemm, u, l, int64_t(1))
             ->Unit(benchmark::kMicrosecond)->UseRealTime();
+        for (int64_t n : {8, 32}) {
+          benchmark::RegisterBenchmark(("gemmx8hot/" + tn + "/" + ln + "/576x1536/" + std::to_string(n)).c_str(), run_gemm, m, l, n)
+              ->Unit(benchmark::kMicrosecond)->UseRealTime();
+          benchmark::RegisterBenchmark(("gemmhot/" + tn + "/" + ln + "/576x1536/" + std::to_string(n)).c_str(), run_gemm, u, l, n)
+              ->Unit(benchmark::kMicrosecond)->UseRealTime();
+        }
       }
       for (auto [rows, k] : {std::pair<int64_t, int64_t>{576, 1536}, {2048, 2048}})
         for (int64_t n : {64, 512}) {
           const Shape m{wt, rows, k, 0, true};
-          const std::string name = "gemmx8/" + tn + "/avx512vnni/" + std::to_string(rows) + "x" + std::to_string(k) + "/" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), run_gemm, m, Isa::avx512, n)->Unit(benchmark::kMillisecond)->UseRealTime();
+          const std::string name = "gemmx8/" + tn + "/" + ln + "/" + std::to_string(rows) + "x" + std::to_string(k) + "/" + std::to_string(n);
+          benchmark::RegisterBenchmark(name.c_str(), run_gemm, m, l, n)->Unit(benchmark::kMillisecond)->UseRealTime();
         }
     }
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
