@@ -312,6 +312,57 @@ void pack_group_block(TensorType t, const Canon* c, uint8_t* g) {
   }
 }
 
+// The 32-element types without the canonical round trip: their group blocks are 4-byte pieces
+// of the stored blocks (nibble bytes as stored, Q8_0 bytes biased, Q5_0's fifth bits four per
+// row into each mask word). Packing is most of a small model's start-up on hosts that use the
+// x8 layout; the round-trip test checks this path against group_block's unpacking. False for
+// the other types.
+bool pack_legacy_rows(TensorType t, const uint8_t* w, size_t w_row_bytes, int64_t n_rows, int64_t k, uint8_t* out) {
+  if (t != TensorType::Q8_0 && t != TensorType::Q5_0 && t != TensorType::Q4_0 && t != TensorType::Q4_1) return false;
+  const int64_t nb = k / kQK;
+  const size_t bb = size_t(block_bytes(t)), gbb = group_block_bytes(t), gb = packed_group_bytes(t, k);
+  for (int64_t g = 0; g < n_rows / kPackRows; ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* o = out + size_t(g) * gb + size_t(b) * gbb;
+      uint32_t mask[8] = {};
+      for (int r = 0; r < 8; ++r) {
+        const uint8_t* blk = w + size_t(g * 8 + r) * w_row_bytes + size_t(b) * bb;
+        switch (t) {
+          case TensorType::Q8_0: {
+            const auto& q = *reinterpret_cast<const BlockQ8_0*>(blk);
+            std::memcpy(o + 2 * r, &q.d, 2);
+            for (int e = 0; e < 32; ++e) o[16 + 32 * (e >> 2) + 4 * r + (e & 3)] = uint8_t(q.qs[e]) ^ 0x80;
+            break;
+          }
+          case TensorType::Q4_0: {
+            const auto& q = *reinterpret_cast<const BlockQ4_0*>(blk);
+            std::memcpy(o + 2 * r, &q.d, 2);
+            for (int j = 0; j < 4; ++j) std::memcpy(o + 16 + 32 * j + 4 * r, q.qs + 4 * j, 4);
+            break;
+          }
+          case TensorType::Q4_1: {
+            const auto& q = *reinterpret_cast<const BlockQ4_1*>(blk);
+            std::memcpy(o + 2 * r, &q.d, 2);
+            std::memcpy(o + 16 + 2 * r, &q.m, 2);
+            for (int j = 0; j < 4; ++j) std::memcpy(o + 32 + 32 * j + 4 * r, q.qs + 4 * j, 4);
+            break;
+          }
+          default: {  // Q5_0: weight e's fifth bit is bit e of qh
+            const auto& q = *reinterpret_cast<const BlockQ5_0*>(blk);
+            uint32_t qh;
+            std::memcpy(&qh, q.qh, 4);
+            std::memcpy(o + 2 * r, &q.d, 2);
+            for (int j = 0; j < 4; ++j) std::memcpy(o + 48 + 32 * j + 4 * r, q.qs + 4 * j, 4);
+            for (int tt = 0; tt < 8; ++tt) mask[tt] |= ((qh >> (4 * tt)) & 0xfu) << (4 * r);
+            break;
+          }
+        }
+      }
+      if (t == TensorType::Q5_0) std::memcpy(o + 16, mask, sizeof mask);
+    }
+  return true;
+}
+
 void check(TensorType wt, int64_t n_rows, int64_t k) {
   if (!has_packed_layout(wt)) fail("quant::simd: no x8 layout for {}", gguf::type_name(wt));
   if (n_rows < 0 || n_rows % kPackRows) fail("quant::simd: {} rows is not a multiple of {}", n_rows, kPackRows);
@@ -333,6 +384,7 @@ size_t packed_group_bytes(TensorType wt, int64_t k) { return size_t(k / block_el
 
 void pack_rows(TensorType wt, const void* w, size_t w_row_bytes, int64_t n_rows, int64_t k, void* out) {
   check(wt, n_rows, k);
+  if (pack_legacy_rows(wt, (const uint8_t*)w, w_row_bytes, n_rows, k, (uint8_t*)out)) return;
   const int64_t nb = k / block_elems(wt);
   const size_t bb = size_t(block_bytes(wt)), gbb = group_block_bytes(wt);
   Canon c[8];
