@@ -31,13 +31,14 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
     const size_t k = size_t(round + c.warmup) % in.timing_lengths.size();
     return fresh_inputs(in.seed * 1000003 + uint64_t(round + c.warmup), 1, in.timing_lengths[k], a.vocab())[0];
   };
+  const bool warm_cache = c.cache_state == "warm";
   const auto rate = [](const Timed& t) { return (t.prompt_tokens + t.generated_tokens) / t.seconds(); };
   try {
     const auto run = bench::run_paired(
-        c.warmup, pairs, [&](int r, bool) { return rate(a.timed_run(input(r), c.generate_tokens)); },
+        c.warmup, pairs, [&](int r, bool) { return rate(a.timed_run(input(r), c.generate_tokens, warm_cache)); },
         [&](int r, bool warm) {
           in_b = 1;
-          const Timed t = b.timed_run(input(r), c.generate_tokens);
+          const Timed t = b.timed_run(input(r), c.generate_tokens, warm_cache);
           in_b = 0;
           // Persistent workers are visible at any time, however short the run was.
           seen = std::max(seen.load(), process_threads());
