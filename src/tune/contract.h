@@ -31,6 +31,7 @@ struct Contract {
   bool allow_unscored = false;
   uint64_t seed = 1;        // fresh inputs are drawn from (seed, session id)
   std::string script_command;  // a scriptable workload's command (tune/script_result.h); empty: none
+  bool script_timing = false;  // the timing gate pairs the script's output_throughput (a workload of that kind)
 
   std::string path_of(const std::string& rel) const;  // rel against dir unless absolute
 };

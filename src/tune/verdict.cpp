@@ -1,6 +1,7 @@
 #include "tune/verdict.h"
 
 #include <atomic>
+#include <tuple>
 #include <thread>
 
 #include "bench/paired.h"
@@ -98,7 +99,20 @@ Verdict judge(Arm& baseline, Arm& current, Arm& candidate, const Contract& c, co
   v.b_tps = t.b_tps;
   v.candidate_runs = t.b_runs;
   const bool threads_ok = pass(threads_gate(c.threads, candidate.threads(), t.extra_threads));
-  const bool timing_ok = pass(timing_gate(t.a_tps, t.b_tps, c.min_gain, 10));
+  bool timing_ok = false;
+  if (in.script_timing) {
+    try {
+      std::tie(v.a_tps, v.b_tps) = in.script_timing();
+      GateResult g = timing_gate(v.a_tps, v.b_tps, c.min_gain, 10);
+      g.detail = "the script's output_throughput: " + g.detail;
+      g.metrics["source"] = "script";
+      timing_ok = pass(std::move(g));
+    } catch (const std::exception& e) {
+      timing_ok = pass({"timing", false, std::string("the workload script: ") + e.what()});
+    }
+  } else {
+    timing_ok = pass(timing_gate(t.a_tps, t.b_tps, c.min_gain, 10));
+  }
   const bool slo_ok = pass(slo_gate(c, t.b_runs));
   v.keep = threads_ok && timing_ok && slo_ok;
   return v;
