@@ -1,9 +1,12 @@
-// The CUDA backend's decode fusion pass (decode_fusion.cpp, plain C++: runs without a GPU) on
-// the two-layer tiny llama program: which ops join which step, where each step runs, and the
-// rules that keep an op out.
+// The CUDA backend's decode fusion pass and slot plan (decode_fusion.cpp, value_slots.cpp, plain
+// C++: run without a GPU) on the two-layer tiny llama program: which ops join which step, where
+// each step runs, the rules that keep an op out, and buffers that never alias while live.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend/cuda/decode_fusion.h"
+#include "backend/cuda/value_slots.h"
 #include "passes/tiny_program.h"
 
 using namespace loom;
@@ -78,4 +81,37 @@ TEST(DecodeFusion, OnlyPackedMatmulsJoin) {
   // Gate alone cannot carry the swiglu (up is not on the integer-dot path).
   EXPECT_EQ(step("b0.g").ops, (std::vector<int>{at("b0.g")}));
   EXPECT_EQ(step("b0.s").ops, (std::vector<int>{at("b0.s")}));
+}
+
+// Two values live in the same step (inclusive: a step's outputs and its dying inputs are live
+// together) never share bytes of an arena row, fused or not.
+TEST(ValueSlots, ValuesLiveTogetherNeverShareASlot) {
+  const ir::Module m = loom::testing::tiny_llama();
+  const passes::Lowering l = passes::lower(m);
+  for (bool fused : {true, false}) {
+    FusionRules r = all_packed();
+    r.enabled = fused;
+    const DecodeFusion f = backend::cuda::fuse_decode(l, r);
+    const backend::cuda::ValueSlots vs = backend::cuda::plan_value_slots(l, f);
+    const int end = int(f.steps.size());
+    auto last = [&](int v) { return v == l.result ? end : std::max(vs.last_step[size_t(v)], vs.def_step[size_t(v)]); };
+    std::vector<int> slotted;
+    for (int v = 0; v < int(l.cols.size()); ++v)
+      if (vs.def_step[size_t(v)] >= 0) slotted.push_back(v);
+    ASSERT_EQ(slotted.size(), l.ops.size());
+    for (int a : slotted)
+      for (int b : slotted) {
+        if (a >= b || vs.def_step[size_t(a)] > last(b) || vs.def_step[size_t(b)] > last(a)) continue;
+        const int64_t a0 = vs.offset[size_t(a)], a1 = a0 + l.cols[size_t(a)] * 4;
+        const int64_t b0 = vs.offset[size_t(b)], b1 = b0 + l.cols[size_t(b)] * 4;
+        EXPECT_TRUE(a1 <= b0 || b1 <= a0) << "values " << a << " and " << b << " overlap (fused " << fused << ")";
+      }
+    // Re-use happens: the arena row is smaller than every value side by side.
+    int64_t all = 0;
+    for (int v : slotted) all += l.cols[size_t(v)] * 4;
+    EXPECT_LT(vs.row_bytes, all);
+    // The residual stream read after the last attention is gathered at the drop.
+    EXPECT_EQ(vs.drop_step, f.step_of_op[size_t(l.last_mixing)]);
+    EXPECT_FALSE(vs.live_at_drop.empty());
+  }
 }

@@ -21,6 +21,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_plan.h"
+#include "backend/cuda/value_slots.h"
 #include "common/error.h"
 #include "quant/quant.h"
 
@@ -100,43 +101,12 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   LOOM_CUDA_CHECK(cudaGetDevice(&device));
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   programmatic_ = sched.programmatic_launch && major >= 9;
-  // Slots: a value's buffer is free again after the step of its last reader (inputs are given
-  // back after the step's outputs took theirs, so a fused kernel never writes what it reads);
-  // widths repeat layer to layer.
-  const std::vector<int> last = passes::last_use(low_, fusion_.step_of_op);
-  const int n_values = int(low_.cols.size());
-  slot_offset_.assign(n_values, -1);
-  std::map<int64_t, std::vector<int64_t>> free_by_bytes;
-  auto slot_bytes = [&](int v) { return (low_.cols[v] * int64_t(sizeof(float)) + 255) / 256 * 256; };
-  auto take = [&](int v) {
-    auto& fl = free_by_bytes[slot_bytes(v)];
-    if (!fl.empty()) {
-      slot_offset_[v] = fl.back();
-      fl.pop_back();
-    } else {
-      slot_offset_[v] = arena_row_bytes_;
-      arena_row_bytes_ += slot_bytes(v);
-    }
-  };
-  auto give_back = [&](int v) { free_by_bytes[slot_bytes(v)].push_back(slot_offset_[v]); };
-  std::vector<int> def(n_values, -1);
-  for (int s = 0; s < int(fusion_.steps.size()); ++s) {
-    const auto& ops = fusion_.steps[s].ops;
-    for (int i : ops) def[low_.ops[i].out] = s, take(low_.ops[i].out);
-    std::vector<int> dead;
-    for (int i : ops) {
-      const auto& lo = low_.ops[i];
-      for (const auto& o : lo.in)
-        if (o.value >= 0 && o.value != low_.tokens && o.value != low_.positions && o.value != low_.result &&
-            last[o.value] == s && std::find(dead.begin(), dead.end(), o.value) == dead.end())
-          dead.push_back(o.value);
-      if (last[lo.out] < 0 && lo.out != low_.result) dead.push_back(lo.out);
-    }
-    for (int v : dead) give_back(v);
-  }
-  drop_step_ = low_.has_mixing() ? fusion_.step_of_op[size_t(low_.last_mixing)] : -1;
-  for (int v = 0; v < n_values; ++v)
-    if (def[v] >= 0 && def[v] <= drop_step_ && (last[v] > drop_step_ || v == low_.result)) live_at_drop_.push_back(v);
+  // Slots by step (value_slots.h): a fused kernel never writes a buffer it reads.
+  const ValueSlots slots = plan_value_slots(low_, fusion_);
+  slot_offset_ = slots.offset;
+  arena_row_bytes_ = slots.row_bytes;
+  drop_step_ = slots.drop_step;
+  live_at_drop_ = slots.live_at_drop;
   gemm_ = Gemm::open(stream_, no_gemm_);
   explain_.push_back(gemm_ ? fmt::format("matmuls of more than {} rows: weights dequantized to f16, cuBLAS GEMM "
                                          "(f16 operands, f32 accumulation)", gemm_rows_)
