@@ -246,10 +246,20 @@ TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
         }
     }
   }
-  const MatmulPart one{TensorType::Q4_K, w[0].packed.get<uint8_t>(), w[0].row_bytes, 67, nullptr, 0};
-  const MatmulPart two[2] = {one, one};
-  EXPECT_THROW(matmul_q8_parts(two, 2, MatmulEpilogue::swiglu, K, nullptr, nullptr, 1, nullptr), loom::Error)
-      << "gated parts of unequal rows";
+  // Refused before any launch: gated parts of unequal rows, a q8_1 output without a gated
+  // epilogue or of rows not a multiple of 32.
+  const MatmulPart gate{TensorType::Q4_K, w[0].packed.get<uint8_t>(), w[0].row_bytes, 67, nullptr, 0};
+  MatmulPart up = gate;
+  up.N = 66;
+  const MatmulPart unequal[2] = {gate, up}, equal[2] = {gate, gate};
+  int8_t* some = reinterpret_cast<int8_t*>(8);
+  EXPECT_THROW(matmul_q8_parts(unequal, 2, MatmulEpilogue::swiglu, K, nullptr, nullptr, 1, nullptr), loom::Error);
+  EXPECT_THROW(matmul_q8_parts(equal, 1, MatmulEpilogue::store, K, nullptr, nullptr, 1, nullptr,
+                               {some, reinterpret_cast<float2*>(8), reinterpret_cast<int*>(8)}),
+               loom::Error);
+  EXPECT_THROW(matmul_q8_parts(equal, 2, MatmulEpilogue::swiglu, K, nullptr, nullptr, 1, nullptr,
+                               {some, reinterpret_cast<float2*>(8), reinterpret_cast<int*>(8)}),
+               loom::Error);
 }
 
 // norm + q8 -> matmul with a residual -> norm + q8 -> ..., 24 kernels deep, captured in a graph
