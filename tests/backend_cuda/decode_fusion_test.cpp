@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "backend/cuda/decode_fusion.h"
 #include "backend/cuda/value_slots.h"
@@ -15,6 +17,14 @@ using loom::backend::cuda::FusedStep;
 using loom::backend::cuda::FusionRules;
 
 namespace {
+
+ir::Module tiny_gemma() {
+  const std::string path = std::string(LOOM_SOURCE_DIR) + "/tests/data/loom/tiny_gemma.loom";
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ir::parse(ss.str(), path);
+}
 
 FusionRules all_packed() {
   FusionRules r;
@@ -86,9 +96,9 @@ TEST(DecodeFusion, OnlyPackedMatmulsJoin) {
 // Two values live in the same step (inclusive: a step's outputs and its dying inputs are live
 // together) never share bytes of an arena row, fused or not.
 TEST(ValueSlots, ValuesLiveTogetherNeverShareASlot) {
-  const ir::Module m = loom::testing::tiny_llama();
-  const passes::Lowering l = passes::lower(m);
+  for (const ir::Module& m : {loom::testing::tiny_llama(), tiny_gemma()})
   for (bool fused : {true, false}) {
+    const passes::Lowering l = passes::lower(m);
     FusionRules r = all_packed();
     r.enabled = fused;
     const DecodeFusion f = backend::cuda::fuse_decode(l, r);
@@ -114,4 +124,23 @@ TEST(ValueSlots, ValuesLiveTogetherNeverShareASlot) {
     EXPECT_EQ(vs.drop_step, f.step_of_op[size_t(l.last_mixing)]);
     EXPECT_FALSE(vs.live_at_drop.empty());
   }
+}
+
+// Gemma: q/k norms and post-norms stay their own steps (the norms are per head, and a
+// projection read by a norm has no add to fold); rope + KV store still joins attention, gate
+// and up carry the geglu.
+TEST(DecodeFusion, GemmaLayerKeepsItsNorms) {
+  const ir::Module m = tiny_gemma();
+  const passes::Lowering l = passes::lower(m);
+  auto at = [&](const char* n) { return loom::testing::op_index(m, n); };
+  const DecodeFusion f = backend::cuda::fuse_decode(l, all_packed());
+  auto step = [&](const char* n) { return f.steps[size_t(f.step_of_op[size_t(at(n))])]; };
+  EXPECT_EQ(step("b0.q").ops, (std::vector<int>{at("b0.q"), at("b0.k"), at("b0.a")}));
+  EXPECT_EQ(step("b0.qn").ops, (std::vector<int>{at("b0.qn")}));
+  EXPECT_EQ(step("b0.o").ops, (std::vector<int>{at("b0.o")}));
+  EXPECT_EQ(step("b0.s").ops, (std::vector<int>{at("b0.g"), at("b0.u"), at("b0.s")}));
+  EXPECT_EQ(step("b0.d").ops, (std::vector<int>{at("b0.d")}));
+  EXPECT_EQ(step("b0.y").ops, (std::vector<int>{at("b0.y")}));
+  // 48-wide gated output: not whole q8_1 blocks, so the down projection quantizes it itself.
+  EXPECT_FALSE(f.gated_q8[size_t(at("b0.s"))]);
 }
