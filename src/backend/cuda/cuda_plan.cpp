@@ -218,10 +218,24 @@ void CudaPlan::run(const StepBatch& batch, KvStorage& kv_any, float* logits_out)
     drop_graphs();
     attn_scratch_ = DeviceBuffer(attn_floats * sizeof(float) * 2);
   }
-  if (T <= graph_rows_)
-    replay({T, kept, max_blocks, kv->serial(), arena_.get(), step_ints_.get()}, *kv, tables, T, kept);
-  else
-    enqueue(*kv, tables, T, kept);
+  auto step = [&] {
+    if (T <= graph_rows_)
+      replay({T, kept, max_blocks, kv->serial(), arena_.get(), step_ints_.get()}, *kv, tables, T, kept);
+    else
+      enqueue(*kv, tables, T, kept);
+  };
+  try {
+    step();
+  } catch (const loom::Error& e) {
+    if (!programmatic_) throw;
+    // A driver that refuses programmatic launches, or their capture into a graph: launch
+    // plainly from now on and run the step again (it rewrites the same KV rows and values).
+    cudaGetLastError();
+    programmatic_ = false;
+    drop_graphs();
+    explain_.push_back(fmt::format("programmatic launch failed here ({}): kernels launched plainly", e.what()));
+    step();
+  }
   LOOM_CUDA_CHECK(cudaMemcpyAsync(logits_out, value(low_.result), size_t(kept * vocab_) * sizeof(float),
                                   cudaMemcpyDeviceToHost, stream_));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
