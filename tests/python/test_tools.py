@@ -255,3 +255,18 @@ def test_deeply_nested_parameters_are_refused(server):
             "tools": [{"type": "function", "function": {"name": "f", "parameters": deep}}]}
     status, out, _ = server.raw("POST", "/v1/chat/completions", body)
     assert status == 400 and b"deeper" in out, out
+
+
+def test_calls_without_max_tokens_close_before_the_context_ends(loom_bin, smollm2):
+    """The 135M model repeats a call while the grammar allows more; without max_tokens the
+    context's room is the constraint's budget, so the reply still closes into valid calls
+    rather than being cut at the context's end."""
+    s = Server(loom_bin, smollm2, "--parallel", "1", "-c", "256")
+    try:
+        r = s.client().chat.completions.create(model=MODEL_NAME, tools=[WEATHER], tool_choice="required", temperature=0,
+                                               messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+        assert r.choices[0].finish_reason == "tool_calls", r.choices[0]
+        check_calls(r.choices[0].message)
+        assert r.usage.prompt_tokens + r.usage.completion_tokens <= 256
+    finally:
+        s.close()
