@@ -206,7 +206,7 @@ ChatRequest parse_chat(const std::string& body, const Limits& lim) {
 
 CompletionRequest parse_completion(const std::string& body, const Limits& lim) {
   const json o = parse_body(body);
-  for (const char* f : {"tools", "tool_choice"})
+  for (const char* f : {"tools", "tool_choice", "parallel_tool_calls"})
     if (field(o, f)) bad(f, "is a chat field (/v1/chat/completions)");
   CompletionRequest r;
   r.gen = parse_generation(o, lim);

@@ -109,6 +109,7 @@ TEST(Protocol, EveryBadToolFieldIsA400NamingIt) {
             "messages[0].tool_calls[0].function.arguments");
   EXPECT_EQ(param_of(R"({"model": "m", "messages": [{"role": "user", "tool_calls": []}]})"), "messages[0].tool_calls");
   EXPECT_EQ(status_of(R"({"model": "m", "prompt": "x", "tools": [])" + kTool + "]}", false), 400);
+  EXPECT_EQ(status_of(R"({"model": "m", "prompt": "x", "parallel_tool_calls": false})", false), 400);
 }
 
 TEST(Protocol, ToolTurnsAreKept) {
