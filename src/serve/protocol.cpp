@@ -365,7 +365,7 @@ json completion_logprobs(const std::vector<TokenReport>& tokens, int64_t offset)
 }
 
 std::vector<json> tool_call_chunks(const std::string& id, const std::string& model, int64_t created, int index,
-                                   const std::vector<text::tools::Call>& calls) {
+                                   const std::vector<text::tools::Call>& calls, size_t first) {
   // Arguments go out in pieces of this many bytes (never inside a UTF-8 sequence), as a
   // client that assembles deltas must expect.
   constexpr size_t kFragment = 16;
@@ -380,11 +380,11 @@ std::vector<json> tool_call_chunks(const std::string& id, const std::string& mod
   };
   for (size_t k = 0; k < calls.size(); ++k) {
     const auto& c = calls[k];
-    out.push_back(chunk({{"index", k}, {"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}}));
+    out.push_back(chunk({{"index", first + k}, {"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}}));
     for (size_t at = 0; at < c.arguments.size();) {
       size_t n = std::min(kFragment, c.arguments.size() - at);
       while (at + n < c.arguments.size() && (uint8_t(c.arguments[at + n]) & 0xC0) == 0x80) ++n;
-      out.push_back(chunk({{"index", k}, {"function", {{"arguments", c.arguments.substr(at, n)}}}}));
+      out.push_back(chunk({{"index", first + k}, {"function", {{"arguments", c.arguments.substr(at, n)}}}}));
       at += n;
     }
   }

@@ -128,8 +128,9 @@ nlohmann::json completion_chunk(const std::string& id, const std::string& model,
                                 const nlohmann::json* logprobs = nullptr);
 // The stream chunks of a choice's tool calls, OpenAI's shape: per call, one chunk with its
 // index, id, type and name (arguments ""), then its arguments in fragments.
+// `first`: the index of calls[0] among the choice's calls.
 std::vector<nlohmann::json> tool_call_chunks(const std::string& id, const std::string& model, int64_t created,
-                                             int index, const std::vector<text::tools::Call>& calls);
+                                             int index, const std::vector<text::tools::Call>& calls, size_t first);
 nlohmann::json usage_chunk(const std::string& id, const std::string& object, const std::string& model, int64_t created,
                            const Usage& u);
 

@@ -99,7 +99,8 @@ struct Server::Job {
   }
 
   // Moves every stream on by the events already waiting, after waiting up to `wait` for the
-  // first one; calls emit(i, text, finish_reason or nullptr, tokens) for what may be sent, with
+  // first one; calls emit(i, text, finish_reason or nullptr, tokens, calls) for what may be
+  // sent (calls: tool calls complete since the last emit, appended to the choice's), with
   // the tokens whose logprobs go with it (token_aligner.h). Only the first
   // wait may block: a stream that keeps producing must not keep the caller from its writes (a
   // failed write is how a client that left is noticed).
@@ -127,25 +128,25 @@ struct Server::Job {
           else srv.loop_->cancel(streams[i]->id);  // a stop sequence: the engine need not go on
           if (ev.stats.prompt_tokens && i == 0) reused = ev.stats.reused_tokens;
           choices[i].finish_reason = by_stop ? "stop" : finish_reason(ev.finish);
+          std::vector<text::tools::Call> calls;
           if (!replies.empty()) {
-            text = replies[i].push(text);
-            auto end = replies[i].finish();
-            text += end.content;
-            choices[i].calls = std::move(end.calls);
+            text = tool_reply(i, replies[i].push(text), calls);
+            text += tool_reply(i, replies[i].finish(), calls);
             if (!choices[i].calls.empty()) choices[i].finish_reason = "tool_calls";
           }
           choices[i].text += text;
           done[i] = true;
           if (choices[i].logprobs) tokens = aligners[i].finish(sent[i] += text.size(), by_stop);
           keep(i, tokens);
-          emit(i, text, &choices[i].finish_reason, tokens);
+          emit(i, text, &choices[i].finish_reason, tokens, calls);
           break;
         }
-        if (!replies.empty()) text = replies[i].push(text);
+        std::vector<text::tools::Call> calls;
+        if (!replies.empty()) text = tool_reply(i, replies[i].push(text), calls);
         choices[i].text += text;
         if (choices[i].logprobs) tokens = aligners[i].release(sent[i] += text.size());
         keep(i, tokens);
-        if (!text.empty() || !tokens.empty()) emit(i, text, nullptr, tokens);
+        if (!text.empty() || !tokens.empty() || !calls.empty()) emit(i, text, nullptr, tokens, calls);
       }
       wait = std::chrono::milliseconds(0);
     }
@@ -159,6 +160,13 @@ struct Server::Job {
           srv.metrics_.cancelled();
         }
     }
+  }
+
+  // A reply parser's delta: its calls kept in the choice and added to `calls`; its content returned.
+  std::string tool_reply(size_t i, text::tools::ReplyDelta d, std::vector<text::tools::Call>& calls) {
+    choices[i].calls.insert(choices[i].calls.end(), d.calls.begin(), d.calls.end());
+    calls.insert(calls.end(), d.calls.begin(), d.calls.end());
+    return std::move(d.content);
   }
 
   // A whole reply lists every reported token; a stream sends each with its chunk only.
@@ -403,7 +411,8 @@ void Server::generate(const std::string& body, bool chat, void* res_ptr) {
       auto last = Clock::now();
       while (!job->finished()) {
         job->pump(std::chrono::milliseconds(50),
-                  [](size_t, const std::string&, const std::string*, const std::vector<TokenReport>&) {});
+                  [](size_t, const std::string&, const std::string*, const std::vector<TokenReport>&,
+                     const std::vector<text::tools::Call>&) {});
         if (seconds_since(last) > 1) {
           if (!sink.write(" ", 1)) return false;
           last = Clock::now();
@@ -438,7 +447,8 @@ void Server::generate(const std::string& body, bool chat, void* res_ptr) {
     auto last = Clock::now();
     while (ok && !job->finished()) {
       job->pump(std::chrono::milliseconds(50), [&](size_t i, const std::string& text, const std::string* fin,
-                                                   const std::vector<TokenReport>& tokens) {
+                                                   const std::vector<TokenReport>& tokens,
+                                                   const std::vector<text::tools::Call>& calls) {
         if (!ok) return;
         if (!text.empty() || !tokens.empty()) {
           const json lp = !job->choices[i].logprobs ? json(nullptr)
@@ -448,9 +458,11 @@ void Server::generate(const std::string& body, bool chat, void* res_ptr) {
           ok = send(job->chat ? chat_chunk(job->id, job->model, job->created, int(i), nullptr, text, nullptr, lpp)
                               : completion_chunk(job->id, job->model, job->created, int(i), text, nullptr, lpp));
         }
-        if (ok && fin)
-          for (const json& c : tool_call_chunks(job->id, job->model, job->created, int(i), job->choices[i].calls))
+        if (ok && !calls.empty()) {
+          const size_t first = job->choices[i].calls.size() - calls.size();
+          for (const json& c : tool_call_chunks(job->id, job->model, job->created, int(i), calls, first))
             if (ok) ok = send(c);
+        }
         if (ok && fin)
           ok = send(job->chat ? chat_chunk(job->id, job->model, job->created, int(i), nullptr, "", fin)
                               : completion_chunk(job->id, job->model, job->created, int(i), "", fin));

@@ -1,5 +1,6 @@
 // The reply side of tool calling: text → content + calls per format, and the streaming
-// contract — whatever pieces the text arrives in, push() + finish() give the same message.
+// contract — whatever pieces the text arrives in, push() + finish() give the same message,
+// and a call comes out as soon as its text is complete.
 #include <gtest/gtest.h>
 
 #include "text/tools/tool_reply.h"
@@ -27,10 +28,12 @@ struct Reply {
 Reply run(Format f, const ToolRequest& tr, const std::string& text, size_t piece) {
   ReplyParser p(f, tr);
   Reply r;
-  for (size_t at = 0; at < text.size(); at += piece) r.content += p.push(text.substr(at, piece));
-  auto end = p.finish();
-  r.content += end.content;
-  r.calls = end.calls;
+  auto add = [&r](ReplyDelta d) {
+    r.content += d.content;
+    r.calls.insert(r.calls.end(), d.calls.begin(), d.calls.end());
+  };
+  for (size_t at = 0; at < text.size(); at += piece) add(p.push(text.substr(at, piece)));
+  add(p.finish());
   return r;
 }
 
@@ -67,6 +70,17 @@ TEST(ToolReply, TextThatOnlyLooksLikeAMarkerIsContent) {
   EXPECT_TRUE(r.calls.empty());
   EXPECT_EQ(r.content, "a <tool_ca b <tool_call>{not json}</tool_call>");
   EXPECT_EQ(parsed(Format::hermes, two_tools(), "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>").calls.size(), 0u);
+}
+
+TEST(ToolReply, EachCallComesOutWhenItsTextCloses) {
+  ReplyParser hermes(Format::hermes, two_tools());
+  EXPECT_TRUE(hermes.push("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}").calls.empty());
+  EXPECT_EQ(hermes.push("\n</tool_call>\n<tool_call>").calls.size(), 1u);
+  ReplyParser generic(Format::generic, two_tools(ChoiceMode::required));
+  EXPECT_TRUE(generic.push(R"({"tool_calls": [{"name": "add", "arguments": {"a": "}"})").calls.empty());
+  EXPECT_EQ(generic.push(R"(}, {"name": "add")").calls.size(), 1u);  // the brace inside a string did not count
+  EXPECT_EQ(generic.push(R"(, "arguments": {}}]})").calls.size(), 1u);
+  EXPECT_TRUE(generic.finish().calls.empty());
 }
 
 TEST(ToolReply, ParallelFalseKeepsTheFirstCall) {
