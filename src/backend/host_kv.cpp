@@ -1,6 +1,7 @@
 #include "backend/host_kv.h"
 
 #include <cstring>
+#include <new>
 
 #include "common/error.h"
 
@@ -15,8 +16,13 @@ HostKvStorage::HostKvStorage(const std::vector<KvLayerShape>& layers, int32_t n_
   auto make = [&](int64_t width) {
     Rows r;
     r.row_bytes = kv_row_bytes(elem, width);
-    // Zeroed, so a row never written reads as zeros rather than as leftovers (no NaN from junk).
-    r.data = std::make_unique<uint8_t[]>(rows * r.row_bytes);
+    // Zeroed, so a row never written reads as zeros rather than as leftovers (no NaN from junk);
+    // calloc gets large blocks as fresh zero pages from the kernel, touched only when a row is
+    // written, where a value-initialised array is memset in full up front (a 4096-position
+    // cache: tens of MiB written at start-up).
+    const size_t n = rows * r.row_bytes;
+    r.data.reset(static_cast<uint8_t*>(std::calloc(n ? n : 1, 1)));
+    if (!r.data) throw std::bad_alloc();
     return r;
   };
   for (const auto& l : layers) {

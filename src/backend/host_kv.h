@@ -3,6 +3,7 @@
 // contiguous: a kernel may walk a block with a stride and look up the block table only at a
 // block boundary.
 #pragma once
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -25,9 +26,12 @@ class HostKvStorage final : public KvStorage {
   uint8_t* v_base(int layer) { return v_[size_t(layer)].data.get(); }
 
  private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
   struct Rows {
     size_t row_bytes = 0;
-    std::unique_ptr<uint8_t[]> data;
+    std::unique_ptr<uint8_t[], Free> data;
   };
   KvElem elem_;
   int32_t n_blocks_, block_size_;

@@ -11,6 +11,7 @@
 #include "backend/registry.h"
 #include "cli/verb.h"
 #include "common/error.h"
+#include "cli/files.h"
 #include "cli/generation_flags.h"
 #include "runtime/model_bundle.h"
 #include "runtime/spec/source.h"
@@ -24,7 +25,7 @@ struct ServeArgs {
   int threads = 0;
   int32_t n_ctx = 0, parallel = 4;
   double drain_s = 10;
-  std::string spec;
+  std::string spec, chat_template_file;
   int32_t draft_max = runtime::spec::Speculation::kDefaultDraftMax;
   serve::ServerOptions opts;
 };
@@ -39,7 +40,8 @@ void serve_main(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a crash
 
-  const auto bundle = runtime::ModelBundle::load(a.model, a.gguf, a.n_ctx);
+  auto bundle = runtime::ModelBundle::load(a.model, a.gguf, a.n_ctx);
+  if (!a.chat_template_file.empty()) bundle.set_chat_template(read_file(a.chat_template_file));
   runtime::RunOptions ro;
   ro.backend = a.backend;
   ro.threads = a.threads;
@@ -89,6 +91,8 @@ const RegisterVerb reg("serve", [](CLI::App& root) {
   cmd->add_option("--io-timeout", a->opts.io_timeout_s, "seconds a connection may stall reading or writing")
       ->capture_default_str();
   add_spec_flags(*cmd, a->spec, a->draft_max);
+  cmd->add_option("--chat-template-file", a->chat_template_file,
+                  "Jinja chat template to use instead of the model's (its tool format is detected from it)");
   cmd->add_option("--drain-timeout", a->drain_s, "seconds running requests get after SIGTERM")->capture_default_str();
   cmd->callback([a] { serve_main(*a); });
 });

@@ -260,7 +260,13 @@ void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events
   auto* constraint = s.req.constraint.get();
   int32_t t = -1;
   try {
-    if (constraint && s.req.max_tokens >= 0) constraint->set_budget(s.req.max_tokens - s.stats.generated);
+    if (constraint) {
+      // The tokens this request may still generate: max_tokens', and in any case the context's
+      // room, so a reply without max_tokens (a model repeating tool calls) still closes in time.
+      int32_t left = opts_.n_ctx - s.n_computed;
+      if (s.req.max_tokens >= 0) left = std::min(left, s.req.max_tokens - s.stats.generated);
+      constraint->set_budget(left);
+    }
     t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)), constraint ? constraint->mask().data() : nullptr);
     if (constraint) constraint->accept(t);
   } catch (const loom::Error& e) {  // a grammar too ambiguous, or no token of the vocabulary fits

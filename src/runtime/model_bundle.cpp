@@ -23,8 +23,22 @@ std::vector<int32_t> ModelBundle::encode(const std::string& text, bool add_bos, 
   return tok_->encode(text, add_bos, parse_special);
 }
 
+void ModelBundle::set_chat_template(const std::string& source) {
+  const auto& f = *model_.file;
+  chat_.emplace(source, text::token_text(f, "tokenizer.ggml.bos_token_id"),
+                text::token_text(f, "tokenizer.ggml.eos_token_id"));
+}
+
 std::vector<int32_t> ModelBundle::encode_chat(const std::vector<text::ChatMessage>& messages, bool add_bos) const {
-  const std::string text = chat_template().render(messages, /*add_generation_prompt=*/true);
+  text::ChatRequest req;
+  for (const auto& m : messages) req.messages.push_back({{"role", m.role}, {"content", m.content}});
+  return encode_chat_request(req, add_bos);
+}
+
+std::vector<int32_t> ModelBundle::encode_chat_request(const text::ChatRequest& request, bool add_bos) const {
+  text::ChatRequest req = request;
+  req.add_generation_prompt = true;
+  const std::string text = chat_template().render(req);
   const auto& v = tok_->vocab();
   const std::string bos = v.valid(v.bos) ? tok_->token_to_piece(v.bos, true) : std::string();
   const bool has_bos = !bos.empty() && text.rfind(bos, 0) == 0;

@@ -43,6 +43,11 @@ class ModelBundle {
   // with special tokens parsed; BOS added unless the template wrote it (gemma's
   // `{{ bos_token }}`), so there is never a second one.
   std::vector<int32_t> encode_chat(const std::vector<text::ChatMessage>& messages, bool add_bos = true) const;
+  // The same for a whole template request (tools, tool calls, further variables).
+  std::vector<int32_t> encode_chat_request(const text::ChatRequest& request, bool add_bos = true) const;
+  // Replaces the file's chat template (`loom serve --chat-template-file`); throws loom::Error
+  // when the source does not parse.
+  void set_chat_template(const std::string& source);
 
   std::unique_ptr<Engine> open_engine(const RunOptions& opts) const;
 

@@ -1,5 +1,6 @@
 #include "serve/protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -71,7 +72,7 @@ bool boolean(const json& o, const char* name, bool def) {
 
 // Fields a client may send that Loom does not implement yet: refused by name, never ignored.
 void refuse_unsupported(const json& o) {
-  for (const char* f : {"tools", "tool_choice", "functions", "function_call", "logit_bias", "suffix", "best_of"})
+  for (const char* f : {"functions", "function_call", "logit_bias", "suffix", "best_of"})
     if (const json* v = field(o, f); v && !(v->is_array() && v->empty()))
       throw ApiError(400, fmt::format("'{}' is not supported by this server yet", f), "invalid_request_error", f);
 }
@@ -162,21 +163,6 @@ Generation parse_generation(const json& o, const Limits& lim) {
   return g;
 }
 
-std::string message_content(const json& m, size_t i) {
-  const std::string param = fmt::format("messages[{}].content", i);
-  const json* c = field(m, "content");
-  if (!c) return "";
-  if (c->is_string()) return c->get<std::string>();
-  if (!c->is_array()) bad(param, "must be a string or an array of text parts");
-  std::string text;
-  for (const auto& part : *c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      bad(param, "only parts of type 'text' are supported");
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
 }  // namespace
 
 json ApiError::body() const {
@@ -209,31 +195,19 @@ ChatRequest parse_chat(const std::string& body, const Limits& lim) {
     r.gen.top_logprobs = int32_t(integer(o, "top_logprobs", 0, 0, runtime::kMaxTopLogprobs));
     if (!r.gen.logprobs) bad("top_logprobs", "requires 'logprobs': true");
   }
-  const json* msgs = field(o, "messages");
-  if (!msgs) bad("messages", "is required");
-  if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
-  if (msgs->size() > lim.max_messages) bad("messages", fmt::format("at most {} messages", lim.max_messages));
-  size_t bytes = 0;
-  for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& m = (*msgs)[i];
-    if (!m.is_object()) bad(fmt::format("messages[{}]", i), "must be an object");
-    const json* role = field(m, "role");
-    if (!role || !role->is_string()) bad(fmt::format("messages[{}].role", i), "must be a string");
-    const std::string rs = role->get<std::string>();
-    if (rs != "system" && rs != "developer" && rs != "user" && rs != "assistant" && rs != "tool")
-      bad(fmt::format("messages[{}].role", i), fmt::format("unknown role '{}'", rs));
-    if (rs == "tool" || field(m, "tool_calls"))
-      throw ApiError(400, "tool messages are not supported by this server yet", "invalid_request_error",
-                     fmt::format("messages[{}]", i));
-    r.messages.push_back({rs == "developer" ? "system" : rs, message_content(m, i)});
-    bytes += r.messages.back().content.size();
-  }
-  if (bytes > lim.max_prompt_bytes) bad("messages", fmt::format("more than {} bytes of text", lim.max_prompt_bytes));
+  const auto ordered = nlohmann::ordered_json::parse(body);
+  r.messages = parse_messages(ordered, lim);
+  r.tools = parse_tools(ordered);
+  if (r.tools.active() && r.gen.grammar)
+    bad("response_format", "together with 'tools' is not supported yet (tool_choice \"none\" allows it)");
+  if (r.tools.active() && r.gen.logprobs) bad("logprobs", "together with 'tools' is not supported yet");
   return r;
 }
 
 CompletionRequest parse_completion(const std::string& body, const Limits& lim) {
   const json o = parse_body(body);
+  for (const char* f : {"tools", "tool_choice", "parallel_tool_calls"})
+    if (field(o, f)) bad(f, "is a chat field (/v1/chat/completions)");
   CompletionRequest r;
   r.gen = parse_generation(o, lim);
   r.gen.grammar = response_format(o, body);
@@ -263,12 +237,32 @@ json Usage::json() const {
           {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
+namespace {
+
+json tool_call_json(const text::tools::Call& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+// The assistant message of a choice: its text, and its tool calls (content null when it
+// said nothing besides them, as OpenAI's replies have it).
+json message(const Choice& c) {
+  json m = {{"role", "assistant"}, {"content", c.calls.empty() || !c.text.empty() ? json(c.text) : json(nullptr)}};
+  if (!c.calls.empty()) {
+    json calls = json::array();
+    for (const auto& call : c.calls) calls.push_back(tool_call_json(call));
+    m["tool_calls"] = calls;
+  }
+  return m;
+}
+
+}  // namespace
+
 json chat_response(const std::string& id, const std::string& model, int64_t created, const std::vector<Choice>& choices,
                    const Usage& u) {
   json cs = json::array();
   for (size_t i = 0; i < choices.size(); ++i)
     cs.push_back({{"index", i},
-                  {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
+                  {"message", message(choices[i])},
                   {"logprobs", choices[i].logprobs ? chat_logprobs(choices[i].tokens) : json(nullptr)},
                   {"finish_reason", choices[i].finish_reason}});
   return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model}, {"choices", cs},
@@ -368,6 +362,33 @@ json completion_logprobs(const std::vector<TokenReport>& tokens, int64_t offset)
     offs.push_back(offset + t.text_offset);
   }
   return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+
+std::vector<json> tool_call_chunks(const std::string& id, const std::string& model, int64_t created, int index,
+                                   const std::vector<text::tools::Call>& calls, size_t first) {
+  // Arguments go out in pieces of this many bytes (never inside a UTF-8 sequence), as a
+  // client that assembles deltas must expect.
+  constexpr size_t kFragment = 16;
+  std::vector<json> out;
+  auto chunk = [&](json call_delta) {
+    return json{{"id", id},
+                {"object", "chat.completion.chunk"},
+                {"created", created},
+                {"model", model},
+                {"choices", {{{"index", index}, {"delta", {{"tool_calls", json::array({std::move(call_delta)})}}},
+                              {"logprobs", nullptr}, {"finish_reason", nullptr}}}}};
+  };
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const auto& c = calls[k];
+    out.push_back(chunk({{"index", first + k}, {"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}}));
+    for (size_t at = 0; at < c.arguments.size();) {
+      size_t n = std::min(kFragment, c.arguments.size() - at);
+      while (at + n < c.arguments.size() && (uint8_t(c.arguments[at + n]) & 0xC0) == 0x80) ++n;
+      out.push_back(chunk({{"index", first + k}, {"function", {{"arguments", c.arguments.substr(at, n)}}}}));
+      at += n;
+    }
+  }
+  return out;
 }
 
 json usage_chunk(const std::string& id, const std::string& object, const std::string& model, int64_t created,

@@ -14,6 +14,7 @@
 #include "runtime/sampler.h"
 #include "text/constrain/constraint.h"
 #include "text/chat_template.h"
+#include "text/tools/tool_call.h"
 
 namespace loom::serve {
 
@@ -59,7 +60,11 @@ struct Generation {
 
 struct ChatRequest {
   Generation gen;
-  std::vector<text::ChatMessage> messages;
+  // Checked and normalized (tool_protocol.cpp): {role (developer read as system), content
+  // (text parts joined; null only on an assistant tool-call turn sent without it),
+  // tool_calls?, tool_call_id?, name?}.
+  nlohmann::ordered_json messages;
+  text::tools::ToolRequest tools;  // tools, tool_choice, parallel_tool_calls
 };
 
 struct CompletionRequest {
@@ -72,6 +77,10 @@ struct CompletionRequest {
 ChatRequest parse_chat(const std::string& body, const Limits& lim);
 CompletionRequest parse_completion(const std::string& body, const Limits& lim);
 nlohmann::json parse_body(const std::string& body);  // 400 on invalid JSON / UTF-8 / nesting
+// The chat body's tool fields and messages (tool_protocol.cpp), from the body read in its
+// written key order.
+text::tools::ToolRequest parse_tools(const nlohmann::ordered_json& body);
+nlohmann::ordered_json parse_messages(const nlohmann::ordered_json& body, const Limits& lim);
 
 struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
@@ -91,9 +100,10 @@ struct TokenReport {
 // "stop" | "length" (OpenAI's finish reasons) from the engine's.
 struct Choice {
   std::string text;
-  std::string finish_reason;  // "stop", "length"
+  std::string finish_reason;  // "stop", "length", "tool_calls"
   bool logprobs = false;      // the request asked: reply with `tokens` (else "logprobs": null)
   std::vector<TokenReport> tokens;
+  std::vector<text::tools::Call> calls;  // chat replies that called tools
 };
 
 // The 'logprobs' object of a chat choice ({"content": [...]}) and of a completion choice
@@ -116,6 +126,11 @@ nlohmann::json chat_chunk(const std::string& id, const std::string& model, int64
 nlohmann::json completion_chunk(const std::string& id, const std::string& model, int64_t created, int index,
                                 const std::string& text, const std::string* finish_reason,
                                 const nlohmann::json* logprobs = nullptr);
+// The stream chunks of a choice's tool calls, OpenAI's shape: per call, one chunk with its
+// index, id, type and name (arguments ""), then its arguments in fragments.
+// `first`: the index of calls[0] among the choice's calls.
+std::vector<nlohmann::json> tool_call_chunks(const std::string& id, const std::string& model, int64_t created,
+                                             int index, const std::vector<text::tools::Call>& calls, size_t first);
 nlohmann::json usage_chunk(const std::string& id, const std::string& object, const std::string& model, int64_t created,
                            const Usage& u);
 

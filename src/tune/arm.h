@@ -23,8 +23,11 @@ class Arm {
   // Writes the logits of every position of `tokens` into `out` ([tokens x vocab], row-major).
   // The caller owns both buffers: it poisons `out` first and checks `tokens` after.
   virtual void logits(std::span<const int32_t> tokens, std::span<float> out) = 0;
-  // Prefill of `prompt` on a fresh sequence, then `generate` greedy decode steps.
-  virtual Timed timed_run(std::span<const int32_t> prompt, int generate) = 0;
+  // Prefill of `prompt` on a fresh sequence, then `generate` greedy decode steps. `warm`: the
+  // prompt's prefix (all but its last token) is fed first, outside the timed region, as a
+  // prefix-cache hit would leave it (a system prompt shared by every request); the timed
+  // prefill is the last token alone.
+  virtual Timed timed_run(std::span<const int32_t> prompt, int generate, bool warm) = 0;
   virtual int64_t vocab() const = 0;
   virtual int threads() const = 0;  // what the arm says it uses; the gate also counts
 };

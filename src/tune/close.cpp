@@ -76,10 +76,10 @@ bool close_session(SessionState& s) {
 
   json final_timing = nullptr;
   if (s.kept > 0) {
-    const auto t = time_pair(*s.baseline, *s.current, s.c, s.gate_inputs(9999), s.c.pairs, process_threads());
-    const auto r = bench::paired_ratio(t.a_tps, t.b_tps);
+    const auto [ta, tb] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.current, s.current_program_file(), 9999, "final");
+    const auto r = bench::paired_ratio(ta, tb);
     final_timing = {{"pairs", r.pairs}, {"ratio_median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}},
-                    {"tps_median", bench::quantile(t.b_tps, 0.5)}};
+                    {"tps_median", bench::quantile(tb, 0.5)}, {"source", s.c.script_timing ? "script" : "engine"}};
   }
   const auto final_outputs = reference_outputs(*s.current, s);
   close.push_back(fresh_checkout_gate(s, "clean_rebuild", final_commit, final_outputs,

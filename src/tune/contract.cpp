@@ -86,6 +86,7 @@ Contract parse_contract(const std::string& text, const std::string& dir, const s
   r.get("allow_unscored", c.allow_unscored);
   r.get("seed", c.seed);
   r.get("script.command", c.script_command);
+  r.get("script.timing", c.script_timing);
 
   if (c.gguf_sha256.size() != 64) loom::fail("{}: model.sha256 must be 64 hex digits", filename);
   if (c.threads < 1) loom::fail("{}: threads must be >= 1 (pinned for both arms), found {}", filename, c.threads);
@@ -95,7 +96,10 @@ Contract parse_contract(const std::string& text, const std::string& dir, const s
   if (!(c.rtol >= 0) || !(c.atol >= 0) || !(c.quality_drop >= 0))
     loom::fail("{}: tolerances must be non-negative numbers", filename);
   if (!(c.min_gain >= 0)) loom::fail("{}: min_gain must be >= 0, found {}", filename, c.min_gain);
-  if (c.cache_state != "cold") loom::fail("{}: cache_state '{}': only \"cold\" is measured so far", filename, c.cache_state);
+  if (c.cache_state != "cold" && c.cache_state != "warm")
+    loom::fail("{}: cache_state '{}': expected \"cold\" or \"warm\"", filename, c.cache_state);
+  if (c.script_timing && c.script_command.empty())
+    loom::fail("{}: script.timing is true but script.command is not set", filename);
   if (c.budget_candidates < 0 || c.screen_pairs < 1) loom::fail("{}: budget must be >= 0 and screen_pairs >= 1", filename);
   return c;
 }
@@ -140,6 +144,8 @@ std::string example_contract(const std::string& gguf, const std::string& sha256,
   "slo": {{ "ttft_ms": null, "tpot_ms": null }},
   // Keep only when the paired bootstrap 95% CI of the speed ratio has its lower bound > 1 + min_gain.
   "min_gain": 0.02,
+  // "cold": every timed run prefills its whole prompt on a fresh sequence; "warm": all but the
+  // prompt's last token is in the cache first, untimed, as a prefix-cache hit leaves it.
   "cache_state": "cold",
   // Built-in search: at most this many schedule points, screened with screen_pairs pairs each;
   // the better half goes through every gate (successive halving).
@@ -150,7 +156,10 @@ std::string example_contract(const std::string& gguf, const std::string& sha256,
   // A scriptable workload (optional): a command run in each program's checkout with
   // LOOM_TUNE_PROGRAM and LOOM_TUNE_RESULT set, which writes {{"output_throughput": N,
   // "quality_gate": {{"passed": true, ...}}}} to $LOOM_TUNE_RESULT; one more gate, failing closed.
-  "script": {{ "command": null }}
+  // With "timing": true the workload is the script's: the timing gate pairs its
+  // output_throughput (current program, then candidate, interleaved, `timing.pairs` rounds, each
+  // run's quality gate passing) instead of the engine's own timed runs.
+  "script": {{ "command": null, "timing": false }}
 }}
 )",
                      json(gguf).dump(), sha256, json(program).dump());

@@ -25,12 +25,13 @@ struct Contract {
   double quality_drop = 0;  // selection mean log-likelihood may fall by at most this
   std::optional<double> slo_ttft_ms, slo_tpot_ms;
   double min_gain = 0.02;   // the timing CI's lower bound must exceed 1 + min_gain
-  std::string cache_state = "cold";  // "cold": a fresh sequence per timed run; "warm": not offered yet
+  std::string cache_state = "cold";  // "cold": a fresh sequence per timed run; "warm": its prefix cached (tune/arm.h)
   int budget_candidates = 8;
   int screen_pairs = 3;     // successive halving: the first round's pairs per point
   bool allow_unscored = false;
   uint64_t seed = 1;        // fresh inputs are drawn from (seed, session id)
   std::string script_command;  // a scriptable workload's command (tune/script_result.h); empty: none
+  bool script_timing = false;  // the timing gate pairs the script's output_throughput (a workload of that kind)
 
   std::string path_of(const std::string& rel) const;  // rel against dir unless absolute
 };

@@ -31,9 +31,13 @@ class EngineArm final : public Arm {
     std::memcpy(out.data(), l.data(), l.size() * sizeof(float));
   }
 
-  Timed timed_run(std::span<const int32_t> prompt, int generate) override {
+  Timed timed_run(std::span<const int32_t> prompt, int generate, bool warm) override {
     Timed t;
     runtime::DirectSequence seq(*engine_);
+    if (warm && prompt.size() > 1) {
+      seq.feed(prompt.first(prompt.size() - 1));
+      prompt = prompt.last(1);
+    }
     auto start = Clock::now();
     auto last = seq.feed(prompt);
     t.prefill_seconds = since(start);

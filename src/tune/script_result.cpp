@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "bench/paired.h"
+#include "common/error.h"
 #include "tune/digest.h"
 #include "tune/git.h"
 
@@ -58,6 +60,21 @@ GateResult run_script_gate(const Contract& c, const std::string& cwd, const std:
   std::string text;
   if (std::filesystem::exists(result_path)) text = read_text(result_path);
   return script_result_gate(rc, text);
+}
+
+ScriptPairs script_pairs(const Contract& c, const std::string& cwd, const std::string& a_program,
+                         const std::string& b_program, const std::string& result_dir, const std::string& log,
+                         int pairs) {
+  std::filesystem::create_directories(result_dir);
+  const auto one = [&](const std::string& program, const char* arm, int round) {
+    const auto g = run_script_gate(c, cwd, program, fmt::format("{}/{}-{}.json", result_dir, arm, round), log);
+    if (!g.passed) loom::fail("script timing, {} run of round {}: {}", arm, round, g.detail);
+    return g.metrics["output_throughput"].get<double>();
+  };
+  const auto run = bench::run_paired(
+      c.warmup, pairs, [&](int r, bool) { return one(a_program, "current", r); },
+      [&](int r, bool) { return one(b_program, "candidate", r); });
+  return {run.a, run.b};
 }
 
 }  // namespace loom::tune

@@ -6,6 +6,7 @@
 // fails closed.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "tune/contract.h"
 #include "tune/gates.h"
@@ -19,5 +20,16 @@ GateResult script_result_gate(int exit_status, const std::string& result_text);
 // LOOM_TUNE_RESULT (where to write the result, outside any worktree) set; output to `log`.
 GateResult run_script_gate(const Contract& c, const std::string& cwd, const std::string& program,
                            const std::string& result_path, const std::string& log);
+
+// A script-timed workload's pairs: `warmup` + `pairs` rounds, each running the script on
+// `a_program` then `b_program`; a round's rate is its output_throughput. Any run whose gate
+// fails (command, result, or its quality gate) throws loom::Error naming the run: no rate is
+// taken from a run that did not pass.
+struct ScriptPairs {
+  std::vector<double> a, b;
+};
+ScriptPairs script_pairs(const Contract& c, const std::string& cwd, const std::string& a_program,
+                         const std::string& b_program, const std::string& result_dir, const std::string& log,
+                         int pairs);
 
 }  // namespace loom::tune

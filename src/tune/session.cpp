@@ -41,6 +41,24 @@ GateInputs SessionState::gate_inputs(uint64_t salt) const {
   return in;
 }
 
+std::pair<std::vector<double>, std::vector<double>> SessionState::timed_pairs(Arm& a, const std::string& a_program, Arm& b,
+                                                                             const std::string& b_program, uint64_t salt,
+                                                                             const std::string& tag) {
+  if (c.script_timing) {
+    auto p = script_pairs(c, c.dir, a_program, b_program, dir + "/script/" + tag, dir + "/evidence/logs/script.log", c.pairs);
+    return {std::move(p.a), std::move(p.b)};
+  }
+  auto t = time_pair(a, b, c, gate_inputs(salt), c.pairs, process_threads());
+  return {std::move(t.a_tps), std::move(t.b_tps)};
+}
+
+std::string SessionState::current_program_file() const {
+  const std::string path = dir + "/script/current.loom";
+  fs::create_directories(dir + "/script");
+  write_text(path, git(worktree, {"show", "HEAD:" + c.program}) + "\n");
+  return path;
+}
+
 void SessionState::say(const std::string& line) {
   fmt::print(stderr, "tune: {}\n", line);
   log << line << "\n";
@@ -165,8 +183,9 @@ void keep(SessionState& s, json& e, std::unique_ptr<Arm> arm, const Verdict& v) 
   s.current = std::move(arm);
   s.current_quality = v.quality;
   // The gain is measured against the session baseline, paired, never projected.
-  const auto t = time_pair(*s.baseline, *s.current, s.c, s.gate_inputs(1000 + s.kept), s.c.pairs, process_threads());
-  e["measurements"]["vs_baseline"] = ratio_json(t.a_tps, t.b_tps);
+  const auto [a, b] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.current, s.current_program_file(),
+                                    1000 + s.kept, e["id"].get<std::string>() + "-vs-baseline");
+  e["measurements"]["vs_baseline"] = ratio_json(a, b);
 }
 
 void judge_entry(SessionState& s, const Candidate& cand, json e) {
@@ -177,7 +196,14 @@ void judge_entry(SessionState& s, const Candidate& cand, json e) {
     return record(s, std::move(e));
   }
   const bool at_baseline = s.kept == 0;
-  const Verdict v = judge(*s.baseline, *s.current, *arm, s.c, s.gate_inputs(s.entries().size() + 1), before);
+  GateInputs in = s.gate_inputs(s.entries().size() + 1);
+  if (s.c.script_timing)
+    in.script_timing = [&s, id = e["id"].get<std::string>()] {
+      auto p = script_pairs(s.c, s.c.dir, s.current_program_file(), s.program_in(s.worktree), s.dir + "/script/" + id,
+                            s.dir + "/evidence/logs/script.log", s.c.pairs);
+      return std::make_pair(std::move(p.a), std::move(p.b));
+    };
+  const Verdict v = judge(*s.baseline, *s.current, *arm, s.c, in, before);
   for (const auto& g : v.gates) e["gates"].push_back(g.to_json());
   e["unscored"] = v.unscored;
   if (!v.a_tps.empty()) e["measurements"]["timing"] = ratio_json(v.a_tps, v.b_tps);
@@ -272,9 +298,10 @@ void drive(SessionState& s) {
                                                       {"tokens", s.baseline_quality->tokens}}
                                               : json(nullptr);
   if (!b.contains("self_timing")) {  // A against itself: the noise a difference must exceed
-    const auto t = time_pair(*s.baseline, *s.baseline, s.c, s.gate_inputs(0), s.c.pairs, process_threads());
-    b["self_timing"] = ratio_json(t.a_tps, t.b_tps);
-    b["tps_median"] = bench::quantile(t.a_tps, 0.5);
+    const auto [ta, tb] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.baseline, s.baseline_program(), 0, "self");
+    b["self_timing"] = ratio_json(ta, tb);
+    b["self_timing"]["source"] = s.c.script_timing ? "script" : "engine";
+    b["tps_median"] = bench::quantile(ta, 0.5);
   }
   if (!s.c.script_command.empty() && !b.contains("script")) {
     fs::create_directories(s.dir + "/script");

@@ -32,6 +32,14 @@ struct SessionState {
   ArmSpec spec(const std::string& program) const;
   std::unique_ptr<Arm> open(const std::string& program) const { return open_engine_arm(spec(program)); }
   GateInputs gate_inputs(uint64_t salt) const;
+  // The contract's timing of program B against program A (arms `a`, `b` opened on them): the
+  // workload script's output_throughput pairs when script.timing is set, else the engine's
+  // paired timed runs. `tag` names the script's result folder.
+  std::pair<std::vector<double>, std::vector<double>> timed_pairs(Arm& a, const std::string& a_program, Arm& b,
+                                                                 const std::string& b_program, uint64_t salt,
+                                                                 const std::string& tag);
+  // The worktree HEAD's program as a file of its own (the candidate's edits stay in the worktree).
+  std::string current_program_file() const;
   void say(const std::string& line);
   void save_manifest() const;
   nlohmann::json& entries() { return manifest["entries"]; }

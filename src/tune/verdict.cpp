@@ -1,6 +1,7 @@
 #include "tune/verdict.h"
 
 #include <atomic>
+#include <tuple>
 #include <thread>
 
 #include "bench/paired.h"
@@ -31,13 +32,14 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
     const size_t k = size_t(round + c.warmup) % in.timing_lengths.size();
     return fresh_inputs(in.seed * 1000003 + uint64_t(round + c.warmup), 1, in.timing_lengths[k], a.vocab())[0];
   };
+  const bool warm_cache = c.cache_state == "warm";
   const auto rate = [](const Timed& t) { return (t.prompt_tokens + t.generated_tokens) / t.seconds(); };
   try {
     const auto run = bench::run_paired(
-        c.warmup, pairs, [&](int r, bool) { return rate(a.timed_run(input(r), c.generate_tokens)); },
+        c.warmup, pairs, [&](int r, bool) { return rate(a.timed_run(input(r), c.generate_tokens, warm_cache)); },
         [&](int r, bool warm) {
           in_b = 1;
-          const Timed t = b.timed_run(input(r), c.generate_tokens);
+          const Timed t = b.timed_run(input(r), c.generate_tokens, warm_cache);
           in_b = 0;
           // Persistent workers are visible at any time, however short the run was.
           seen = std::max(seen.load(), process_threads());
@@ -97,7 +99,20 @@ Verdict judge(Arm& baseline, Arm& current, Arm& candidate, const Contract& c, co
   v.b_tps = t.b_tps;
   v.candidate_runs = t.b_runs;
   const bool threads_ok = pass(threads_gate(c.threads, candidate.threads(), t.extra_threads));
-  const bool timing_ok = pass(timing_gate(t.a_tps, t.b_tps, c.min_gain, 10));
+  bool timing_ok = false;
+  if (in.script_timing) {
+    try {
+      std::tie(v.a_tps, v.b_tps) = in.script_timing();
+      GateResult g = timing_gate(v.a_tps, v.b_tps, c.min_gain, 10);
+      g.detail = "the script's output_throughput: " + g.detail;
+      g.metrics["source"] = "script";
+      timing_ok = pass(std::move(g));
+    } catch (const std::exception& e) {
+      timing_ok = pass({"timing", false, std::string("the workload script: ") + e.what()});
+    }
+  } else {
+    timing_ok = pass(timing_gate(t.a_tps, t.b_tps, c.min_gain, 10));
+  }
   const bool slo_ok = pass(slo_gate(c, t.b_runs));
   v.keep = threads_ok && timing_ok && slo_ok;
   return v;

@@ -3,6 +3,7 @@
 // count and SLOs); the first failure decides, and the gates after it are recorded as not run.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct GateInputs {
   std::vector<std::vector<int32_t>> selection;     // selection texts, tokenized
   std::optional<Quality> baseline_quality;         // of the session baseline (null: no selection set)
   uint64_t seed = 1;                               // fresh inputs for this candidate
+  // A script-timed workload (contract script.timing): the timing gate's pairs (current,
+  // candidate) come from this instead of the engine's timed runs, which still feed the thread
+  // and SLO gates. Throws when a run fails its gate.
+  std::function<std::pair<std::vector<double>, std::vector<double>>()> script_timing;
 };
 
 struct Verdict {

@@ -13,6 +13,7 @@
 #include "backend/cuda/kernels.h"
 #include "common/error.h"
 #include "quant/quant.h"
+#include "q8_reference.h"
 
 namespace loom::backend::cuda {
 namespace {
@@ -22,39 +23,6 @@ using gguf::TensorType;
 uint64_t fresh_seed() {
   static const uint64_t s = std::random_device{}();
   return s;
-}
-
-// The q8_1 contract: per 32 elements d = amax / 127, codes round(x * (1 / d)) with ties away
-// from zero (0 when d is 0), and the sum d * sum(codes).
-struct Q8Rows {
-  std::vector<int8_t> q;
-  std::vector<float> d, sum;
-  std::vector<float> dequantized() const {
-    std::vector<float> x(q.size());
-    for (size_t i = 0; i < q.size(); ++i) x[i] = d[i / 32] * float(q[i]);
-    return x;
-  }
-};
-
-Q8Rows quantize_ref(const std::vector<float>& x, int64_t ldx, int64_t rows, int64_t K) {
-  Q8Rows o;
-  o.q.resize(size_t(rows * K));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < K / 32; ++b) {
-      const float* v = x.data() + r * ldx + b * 32;
-      float amax = 0;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-      const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
-      int sum = 0;
-      for (int i = 0; i < 32; ++i) {
-        const int c = int(std::round(v[i] * id));
-        o.q[size_t(r * K + b * 32 + i)] = int8_t(c);
-        sum += c;
-      }
-      o.d.push_back(d);
-      o.sum.push_back(d * float(sum));
-    }
-  return o;
 }
 
 std::vector<float> random_floats(std::mt19937_64& rng, size_t n) {

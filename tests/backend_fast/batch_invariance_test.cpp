@@ -189,14 +189,20 @@ TEST(FastBatchInvariance, Q5_0PrefillCopyDotsLikeStoredRows) {
   info.type = T::Q5_0;
   info.data = w.data();
   backend::cpu::fast::RepackedWeight rw;
-  ASSERT_TRUE(backend::cpu::fast::repack_for_gemm(info, rw));
+  ASSERT_TRUE(backend::cpu::fast::repack_for_gemm_size(info, rw));
   ASSERT_EQ(rw.type, T::Q8_0);
+  ASSERT_EQ(rw.bytes, arb * size_t(rows));
+  // In two uneven pieces, as threads split it.
+  std::vector<uint8_t> packed(rw.bytes);
+  const int64_t nb = backend::cpu::fast::repack_blocks(info);
+  backend::cpu::fast::repack_for_gemm(info, 0, nb / 3, packed.data());
+  backend::cpu::fast::repack_for_gemm(info, nb / 3, nb, packed.data());
   for (simd::Isa l : {simd::Isa::scalar, simd::Isa::avx2, simd::Isa::avx512}) {
     if (l > simd::best_isa()) continue;
     simd::force_isa(l);
     std::vector<float> stored(size_t(rows * n_act)), copy(size_t(rows * n_act));
     simd::gemm(T::Q5_0, w.data(), wrb, rows, act.data(), arb, n_act, stored.data(), size_t(rows), k);
-    simd::gemm(T::Q8_0, rw.data.data(), arb, rows, act.data(), arb, n_act, copy.data(), size_t(rows), k);
+    simd::gemm(T::Q8_0, packed.data(), arb, rows, act.data(), arb, n_act, copy.data(), size_t(rows), k);
     expect_identical(stored, copy, rows, simd::isa_name());
   }
   simd::force_isa(saved);

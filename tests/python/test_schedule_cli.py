@@ -3,6 +3,8 @@ the schedule is the only knob, so a bad key fails with its line:col, --explain s
 effect, and the dump directory is a schedule key that the plan records."""
 import re
 
+import pytest
+
 from conftest import run_loom
 
 
@@ -64,3 +66,18 @@ def test_logits_dump_dir(loom_bin, tmp_path):
         run_loom(loom_bin, "logits", "-m", prog, "--gguf", g, "--tokens", ids, "--out", tmp_path / "l.f32",
                  "--backend", backend, "--dump-dir", d)
         assert (d / "x0.f32").stat().st_size == 4 * 64 * 4, backend  # 4 rows of the 64-wide embedding
+
+
+def test_cuda_keys_declare_the_decode_latency_choices(loom_bin, tmp_path):
+    """The CUDA backend's keys are checked on any machine (no GPU is needed to list or check them)."""
+    if "cuda (NVIDIA GPU)" not in run_loom(loom_bin, "check", "--help").stdout:
+        pytest.skip("this build has no CUDA backend (nvcc was not found when it was configured)")
+    _, prog, _ = ported(loom_bin, tmp_path)
+    r = run_loom(loom_bin, "check", "--backend", "cuda", "--keys", prog)
+    for key in ["graph_rows", "gemm_rows", "decode_fusion", "programmatic_launch"]:
+        assert key in r.stdout, key
+    _, prog, line = ported(loom_bin, tmp_path, "schedule { decode_fusion = 3 }")
+    r = run_loom(loom_bin, "check", "--backend", "cuda", prog, check=False)
+    assert r.returncode != 0 and f"tiny.loom:{line}:" in r.stderr and "decode_fusion" in r.stderr
+    _, prog, _ = ported(loom_bin, tmp_path, "schedule { decode_fusion = false, programmatic_launch = false }")
+    run_loom(loom_bin, "check", "--backend", "cuda", prog)

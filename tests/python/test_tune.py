@@ -246,3 +246,41 @@ def test_scriptable_workload_gate_fails_closed(loom_bin, tmp_path):
     git(wl, "commit", "-qam", "skipping")
     r = session(loom_bin, wl, check=False)
     assert r.returncode == 1 and "skipped (fails closed)" in r.stderr, r.stderr
+
+
+TIMED_SCRIPT = """import json, os
+program = open(os.environ["LOOM_TUNE_PROGRAM"]).read()
+# The team's own measurement: here a throughput the program's text decides, so the test knows
+# what the timing gate must conclude whatever the machine's noise.
+rate = 150.0 if "// team fast path" in program else 100.0
+json.dump({"output_throughput": rate, "quality_gate": {"passed": True}}, open(os.environ["LOOM_TUNE_RESULT"], "w"))
+"""
+
+
+def test_script_timed_workload_decides_the_timing_gate(loom_bin, tmp_path):
+    # A workload of the scriptable kind: the candidate (an agent's edit that changes nothing the
+    # engine computes) is kept on the script's paired output_throughput — 1.5x in every round —
+    # where the engine's own timing could show no gain; the gain against the baseline, the
+    # baseline's self-timing and the close's final timing come from the script too.
+    wl = workload(loom_bin, tmp_path, script={"command": "python3 timed.py", "timing": True})
+    (wl / "timed.py").write_text(TIMED_SCRIPT)
+    git(wl, "add", "-A")
+    git(wl, "commit", "-qm", "the team's timed workload")
+    s = session(loom_bin, wl, "--no-search", "--agent", "sed -i 's|threads = 0|threads = 0  // team fast path|' model.loom")
+    b = breakdown(s)
+    [e] = b["optimizations"]["entries"]
+    assert e["decision"] == "keep", json.dumps(e, indent=1)
+    timing = next(g for g in e["gates"] if g["gate"] == "timing")
+    assert timing["metrics"]["source"] == "script"
+    assert set(timing["metrics"]["a_tps"]) == {100.0} and set(timing["metrics"]["b_tps"]) == {150.0}
+    assert e["gain_pct"] == pytest.approx(50.0)
+    m = json.loads((s / "manifest.json").read_text())
+    assert m["baseline"]["self_timing"]["source"] == "script"
+    assert m["baseline"]["self_timing"]["ratio_median"] == pytest.approx(1.0)
+    # A contract asking for script timing without a script is refused by name.
+    c = json.loads((wl / "loom-tune.json").read_text())
+    c["script"] = {"command": None, "timing": True}
+    (wl / "loom-tune.json").write_text(json.dumps(c))
+    git(wl, "commit", "-qam", "no script")
+    r = session(loom_bin, wl, check=False)
+    assert r.returncode == 1 and "script.timing is true but script.command is not set" in r.stderr, r.stderr

@@ -39,15 +39,15 @@ TEST(Protocol, ParsesAChatRequestWithItsSamplingFields) {
   EXPECT_EQ(r.gen.n, 2);
   EXPECT_TRUE(r.gen.stream && r.gen.include_usage);
   ASSERT_EQ(r.messages.size(), 1u);
-  EXPECT_EQ(r.messages[0].content, "hi");
+  EXPECT_EQ(r.messages[0]["content"], "hi");
 }
 
 TEST(Protocol, TextPartsAreJoinedAndDeveloperIsSystem) {
   const auto r = parse_chat(R"({"model": "m", "messages": [{"role": "developer", "content": [{"type": "text", "text": "a"},
                                 {"type": "text", "text": "b"}]}]})",
                             Limits{});
-  EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_EQ(r.messages[0].content, "ab");
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[0]["content"], "ab");
 }
 
 TEST(Protocol, EveryBadFieldIsA400NamingIt) {
@@ -65,8 +65,63 @@ TEST(Protocol, EveryBadFieldIsA400NamingIt) {
   EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "top_logprobs": 2})"), "top_logprobs");
   EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "logprobs": true, "top_logprobs": 21})"), "top_logprobs");
   EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "logprobs": true, "top_logprobs": -1})"), "top_logprobs");
-  EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "tools": [{"type": "function"}]})"), "tools");
+  EXPECT_EQ(param_of(R"({"model": "m", )" + kMsgs + R"(, "tools": [{"type": "function"}]})"), "tools[0].function");
   EXPECT_EQ(status_of(R"({"model": "m", )" + kMsgs + R"(, "temperature": 1e999})"), 400);
+}
+
+const std::string kTool =
+    R"({"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}})";
+
+TEST(Protocol, ToolsToolChoiceAndParallelCalls) {
+  using text::tools::ChoiceMode;
+  auto r = parse_chat(R"({"model": "m", )" + kMsgs + R"(, "tools": [)" + kTool + "]}", Limits{});
+  ASSERT_EQ(r.tools.functions.size(), 1u);
+  EXPECT_EQ(r.tools.functions[0].name, "add");
+  EXPECT_EQ(r.tools.choice, ChoiceMode::automatic);
+  EXPECT_TRUE(r.tools.parallel && r.tools.active());
+  r = parse_chat(R"({"model": "m", )" + kMsgs + R"(, "tools": [)" + kTool +
+                     R"(], "tool_choice": {"type": "function", "function": {"name": "add"}}, "parallel_tool_calls": false})",
+                 Limits{});
+  EXPECT_EQ(r.tools.choice, ChoiceMode::named);
+  EXPECT_EQ(r.tools.named, "add");
+  EXPECT_FALSE(r.tools.parallel);
+  r = parse_chat(R"({"model": "m", )" + kMsgs + R"(, "tools": [)" + kTool + R"(], "tool_choice": "none"})", Limits{});
+  EXPECT_FALSE(r.tools.active());
+}
+
+TEST(Protocol, EveryBadToolFieldIsA400NamingIt) {
+  const std::string head = R"({"model": "m", )" + kMsgs + ", ";
+  EXPECT_EQ(param_of(head + R"("tools": [{"type": "retrieval"}]})"), "tools[0].type");
+  EXPECT_EQ(param_of(head + R"("tools": [)" + kTool + R"(], "tool_choice": {"type": "function", "function": {"name": "mul"}}})"),
+            "tool_choice");
+  EXPECT_EQ(param_of(head + R"("tools": [)" + kTool + R"(], "tool_choice": "always"})"), "tool_choice");
+  EXPECT_EQ(param_of(head + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string", "pattern": "(a"}}}]})"),
+            "tools[0].function.parameters");
+  EXPECT_EQ(param_of(head + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "uniqueItems": true}}}]})"),
+            "tools[0].function.parameters");
+  EXPECT_EQ(param_of(head + R"("tools": [{"type": "function", "function": {"name": "a b"}}]})"), "tools[0].function.name");
+  EXPECT_EQ(param_of(head + R"("tools": [)" + kTool + "," + kTool + "]}"), "tools[1].function.name");
+  EXPECT_EQ(param_of(head + R"("tools": [)" + kTool + R"(], "parallel_tool_calls": 1})"), "parallel_tool_calls");
+  EXPECT_EQ(param_of(head + R"("tool_choice": "required"})"), "tool_choice");
+  EXPECT_EQ(param_of(head + R"("tools": [)" + kTool + R"(], "logprobs": true})"), "logprobs");
+  EXPECT_EQ(param_of(R"({"model": "m", "messages": [{"role": "tool", "content": "4"}]})"), "messages[0].tool_call_id");
+  EXPECT_EQ(param_of(R"({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{oops"}}]}]})"),
+            "messages[0].tool_calls[0].function.arguments");
+  EXPECT_EQ(param_of(R"({"model": "m", "messages": [{"role": "user", "tool_calls": []}]})"), "messages[0].tool_calls");
+  EXPECT_EQ(status_of(R"({"model": "m", "prompt": "x", "tools": [])" + kTool + "]}", false), 400);
+  EXPECT_EQ(status_of(R"({"model": "m", "prompt": "x", "parallel_tool_calls": false})", false), 400);
+}
+
+TEST(Protocol, ToolTurnsAreKept) {
+  const auto r = parse_chat(R"({"model": "m", "messages": [{"role": "user", "content": "2+2?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "add", "arguments": "{\"a\": 2}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "4"}]})",
+                            Limits{});
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_TRUE(r.messages[1]["content"].is_null());
+  EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"], "{\"a\": 2}");
+  EXPECT_EQ(r.messages[2]["tool_call_id"], "call_1");
 }
 
 TEST(Protocol, LogprobsFieldsOfBothEndpoints) {

@@ -45,7 +45,7 @@ class Wrapped : public Arm {
  public:
   explicit Wrapped(std::unique_ptr<Arm> inner) : in_(std::move(inner)) {}
   void logits(std::span<const int32_t> t, std::span<float> out) override { in_->logits(t, out); }
-  Timed timed_run(std::span<const int32_t> p, int g) override { return in_->timed_run(p, g); }
+  Timed timed_run(std::span<const int32_t> p, int g, bool w) override { return in_->timed_run(p, g, w); }
   int64_t vocab() const override { return in_->vocab(); }
   int threads() const override { return in_->threads(); }
 
@@ -91,7 +91,7 @@ struct CachingArm : Wrapped {
   using Wrapped::Wrapped;
   std::map<std::vector<int32_t>, Timed> seen;
   int hits = 0;
-  Timed timed_run(std::span<const int32_t> p, int g) override {
+  Timed timed_run(std::span<const int32_t> p, int g, bool w) override {
     std::vector<int32_t> key(p.begin(), p.end());
     if (auto it = seen.find(key); it != seen.end()) {
       ++hits;
@@ -99,7 +99,7 @@ struct CachingArm : Wrapped {
       t.prefill_seconds = t.decode_seconds = 1e-9;
       return t;
     }
-    return seen[key] = in_->timed_run(p, g);
+    return seen[key] = in_->timed_run(p, g, w);
   }
 };
 
@@ -115,13 +115,13 @@ struct NudgedArm : Wrapped {
 // Threads behind the gate's back: says 1, starts a helper thread for every timed run.
 struct SpawningArm : Wrapped {
   using Wrapped::Wrapped;
-  Timed timed_run(std::span<const int32_t> p, int g) override {
+  Timed timed_run(std::span<const int32_t> p, int g, bool w) override {
     std::atomic<bool> done{false};
     std::thread helper([&] {
       while (!done.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // as long as the sampler needs to see it
-    Timed t = in_->timed_run(p, g);
+    Timed t = in_->timed_run(p, g, w);
     done = true;
     helper.join();
     return t;
@@ -198,8 +198,33 @@ TEST(TuneGates, OutputCacheNeverHitsBecauseTimedInputsAreFresh) {
   EXPECT_EQ(t.b_tps.size(), size_t(c.pairs));
   // The control: the same cheat on repeated inputs would show an absurd speed-up.
   const auto again = fresh_inputs(1, 1, 8, cheat.vocab())[0];
-  cheat.timed_run(again, 2);
-  EXPECT_LT(cheat.timed_run(again, 2).seconds(), 1e-6);
+  cheat.timed_run(again, 2, false);
+  EXPECT_LT(cheat.timed_run(again, 2, false).seconds(), 1e-6);
+}
+
+// cache_state "warm": the prompt's prefix is fed before the clock starts, so a timed run counts
+// one prompt token, and the pair loop hands the flag to both arms.
+TEST(TuneGates, WarmCacheTimesOnlyTheLastPromptToken) {
+  auto arm = honest();
+  const auto prompt = fresh_inputs(3, 1, 24, arm->vocab())[0];
+  const Timed cold = arm->timed_run(prompt, 2, false), warm = arm->timed_run(prompt, 2, true);
+  EXPECT_EQ(cold.prompt_tokens, 24);
+  EXPECT_EQ(warm.prompt_tokens, 1);
+  EXPECT_EQ(warm.generated_tokens, 2);
+  struct Recorder : Wrapped {
+    using Wrapped::Wrapped;
+    int warm = 0, cold = 0;
+    Timed timed_run(std::span<const int32_t> p, int g, bool w) override {
+      ++(w ? warm : cold);
+      return in_->timed_run(p, g, w);
+    }
+  };
+  auto c = contract();
+  c.cache_state = "warm";
+  Recorder a(honest()), b(honest());
+  time_pair(a, b, c, inputs(), c.pairs, process_threads());
+  EXPECT_EQ(a.cold + b.cold, 0);
+  EXPECT_GE(b.warm, c.pairs);
 }
 
 TEST(TuneGates, HiddenThreadsFailTheThreadsGate) {

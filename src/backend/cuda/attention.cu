@@ -6,11 +6,15 @@
 // Split (flash-decoding) for steps of few rows: one block per (row, head, chunk of kSplit
 // positions), each writing its (max, sum, unnormalised output) to scratch, and a combine
 // kernel merging the chunks — a decode row over 4,096 positions otherwise runs its 4,096 serial
-// steps on 4 warps of 32 blocks while the other multiprocessors idle.
+// steps on 4 warps of 32 blocks while the other multiprocessors idle. Each warp loads the keys
+// and values of several positions before using them (kBatch), so their loads overlap.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/paged_kv.cuh"
+#include "backend/cuda/q8_1.cuh"
 #include "backend/cuda/warp.cuh"
 
 namespace loom::backend::cuda {
@@ -19,10 +23,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kMaxSplitRows = 8;
-
-__device__ __forceinline__ int64_t kv_row(const StepTables& st, int32_t seq, int32_t p, int32_t bs) {
-  return int64_t(st.tables[int64_t(seq) * st.max_blocks + p / bs]) * bs + p % bs;
-}
 
 __global__ void kv_store_kernel(KvView kv, StepTables st, const float* __restrict__ k, const float* __restrict__ v,
                                 int64_t rows) {
@@ -42,8 +42,11 @@ constexpr int kSplit = 64;  // positions per block of the split kernel
 // writing {max, sum, out[VD] unnormalised} to part at ((row * n_head + head) * chunks + chunk).
 template <int HD, int VD, bool Split>
 __global__ void __launch_bounds__(kWarps * kWarpSize)
-    attention_kernel(AttentionShape a, KvView kv, StepTables st, const float* __restrict__ q, float* __restrict__ out) {
+    attention_kernel(AttentionShape a, KvView kv, StepTables st, const float* __restrict__ q, float* __restrict__ out,
+                     int8_t* __restrict__ q8, float2* __restrict__ q8_ds) {
   constexpr int QL = HD / kWarpSize, VL = VD / kWarpSize;
+  allow_next_kernel();
+  wait_previous_kernel();
   const int64_t r = blockIdx.x / a.n_head;
   const int h = blockIdx.x % a.n_head, g = h / (a.n_head / a.n_kv);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -63,21 +66,56 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
 #pragma unroll
   for (int i = 0; i < VL; ++i) acc[i] = 0.f;
 
-  for (int32_t j = lo + warp; j <= p; j += kWarps) {
-    const int64_t row = kv_row(st, seq, j, kv.block_size);
-    const __half* kr = kv.k + row * kv.k_width + int64_t(g) * HD;
-    float s = 0.f;
+  // Each warp takes kBatch of its positions per pass (j0, j0 + kWarps, ...): their key and value
+  // loads are all in flight before the first dot product needs one, instead of one position's
+  // loads at a time (the latency of a dependent load per position bounded long contexts).
+  constexpr int kBatch = HD <= 128 ? 8 : 4;
+  for (int32_t j0 = lo + warp; j0 <= p; j0 += kWarps * kBatch) {
+    int64_t row[kBatch];
+    float s[kBatch];
 #pragma unroll
-    for (int i = 0; i < QL; ++i) s += qv[i] * __half2float(kr[lane + i * kWarpSize]);
-    s = warp_sum(s);
-    if (a.softcap > 0) s = tanhf(s / a.softcap) * a.softcap;
-    s *= a.scale;
-    const float m_new = fmaxf(m, s);
-    const float corr = expf(m - m_new), w = expf(s - m_new);
-    l = l * corr + w;
-    const __half* vr = kv.v + row * kv.v_width + int64_t(g) * VD;
+    for (int b = 0; b < kBatch; ++b) {
+      const int32_t j = min(j0 + b * kWarps, p);  // past p: a valid row, masked below
+      row[b] = kv_row(st, seq, j, kv.block_size);
+    }
+    __half kf[kBatch][QL], vf[kBatch][VL];
 #pragma unroll
-    for (int i = 0; i < VL; ++i) acc[i] = acc[i] * corr + w * __half2float(vr[lane + i * kWarpSize]);
+    for (int b = 0; b < kBatch; ++b) {
+      const __half* kr = kv.k + row[b] * kv.k_width + int64_t(g) * HD;
+      const __half* vr = kv.v + row[b] * kv.v_width + int64_t(g) * VD;
+#pragma unroll
+      for (int i = 0; i < QL; ++i) kf[b][i] = kr[lane + i * kWarpSize];
+#pragma unroll
+      for (int i = 0; i < VL; ++i) vf[b][i] = vr[lane + i * kWarpSize];
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      float d = 0.f;
+#pragma unroll
+      for (int i = 0; i < QL; ++i) d += qv[i] * __half2float(kf[b][i]);
+      s[b] = d;
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) s[b] = warp_sum(s[b]);
+    float m_new = m;
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (a.softcap > 0) s[b] = tanhf(s[b] / a.softcap) * a.softcap;
+      s[b] = j0 + b * kWarps <= p ? s[b] * a.scale : -INFINITY;
+      m_new = fmaxf(m_new, s[b]);
+    }
+    // Position j0 is always in range, so m_new is finite.
+    const float corr = expf(m - m_new);
+    l *= corr;
+#pragma unroll
+    for (int i = 0; i < VL; ++i) acc[i] *= corr;
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const float w = expf(s[b] - m_new);  // 0 for masked positions
+      l += w;
+#pragma unroll
+      for (int i = 0; i < VL; ++i) acc[i] += w * __half2float(vf[b][i]);
+    }
     m = m_new;
   }
 
@@ -109,15 +147,22 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
 #pragma unroll
     for (int i = 0; i < VL; ++i) part[2 + lane + i * kWarpSize] = o[i];
   } else {
-    float* orow = out + r * int64_t(a.n_head) * VD + int64_t(h) * VD;
+    const int64_t e0 = r * int64_t(a.n_head) * VD + int64_t(h) * VD;
 #pragma unroll
-    for (int i = 0; i < VL; ++i) orow[lane + i * kWarpSize] = o[i] / lt;
+    for (int i = 0; i < VL; ++i) {
+      const float v = o[i] / lt;
+      out[e0 + lane + i * kWarpSize] = v;
+      if (q8) quantize_q8_1_block(v, q8 + e0 + lane + i * kWarpSize, q8_ds + e0 / 32 + i, lane);
+    }
   }
 }
 
 // One block of VD threads per (row, head): the chunks' partial results merged by their maxima.
 template <int VD>
-__global__ void attention_combine_kernel(const float* __restrict__ part, int chunks, float* __restrict__ out) {
+__global__ void attention_combine_kernel(const float* __restrict__ part, int chunks, float* __restrict__ out,
+                                         int8_t* __restrict__ q8, float2* __restrict__ q8_ds) {
+  allow_next_kernel();
+  wait_previous_kernel();
   const float* pr = part + int64_t(blockIdx.x) * chunks * (VD + 2);
   float mt = -INFINITY;
   for (int c = 0; c < chunks; ++c) mt = fmaxf(mt, pr[c * (VD + 2)]);
@@ -129,22 +174,24 @@ __global__ void attention_combine_kernel(const float* __restrict__ part, int chu
     lt += pr[c * (VD + 2) + 1] * w;
     o += pr[c * (VD + 2) + 2 + threadIdx.x] * w;
   }
-  out[int64_t(blockIdx.x) * VD + threadIdx.x] = o / lt;
+  const int64_t e = int64_t(blockIdx.x) * VD + threadIdx.x;  // block (row, head): VD consecutive outputs
+  out[e] = o / lt;
+  if (q8) quantize_q8_1_block(o / lt, q8 + e, q8_ds + e / 32, threadIdx.x % kWarpSize);
 }
 
 template <int HD, int VD>
 void launch_attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-                      int64_t rows, int chunks, float* scratch, cudaStream_t s) {
+                      int64_t rows, int chunks, float* scratch, int8_t* q8, float2* q8_ds, cudaStream_t s) {
+  const dim3 block(kWarps * kWarpSize);
   if (chunks <= 1) {
-    attention_kernel<HD, VD, false><<<unsigned(rows * a.n_head), kWarps * kWarpSize, 0, s>>>(a, kv, st, q, out);
-    LOOM_CUDA_CHECK_LAUNCH();
+    launch(attention_kernel<HD, VD, false>, dim3(unsigned(rows * a.n_head)), block, s, a, kv, st, q, out, q8, q8_ds);
     return;
   }
   const dim3 grid(unsigned(rows * a.n_head), unsigned(chunks));
-  attention_kernel<HD, VD, true><<<grid, kWarps * kWarpSize, 0, s>>>(a, kv, st, q, scratch);
-  LOOM_CUDA_CHECK_LAUNCH();
-  attention_combine_kernel<VD><<<unsigned(rows * a.n_head), VD, 0, s>>>(scratch, chunks, out);
-  LOOM_CUDA_CHECK_LAUNCH();
+  launch(attention_kernel<HD, VD, true>, grid, block, s, a, kv, st, q, scratch, static_cast<int8_t*>(nullptr),
+         static_cast<float2*>(nullptr));
+  launch(attention_combine_kernel<VD>, dim3(unsigned(rows * a.n_head)), dim3(VD), s, static_cast<const float*>(scratch),
+         chunks, out, q8, q8_ds);
 }
 
 // Chunks of the split kernel for a step (1: no split): split while the rows' blocks alone
@@ -170,7 +217,7 @@ size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const
 }
 
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-               int64_t rows, cudaStream_t s, float* scratch, size_t scratch_floats) {
+               int64_t rows, cudaStream_t s, float* scratch, size_t scratch_floats, int8_t* q8, float2* q8_ds) {
   if (a.n_kv <= 0 || a.n_head % a.n_kv) cuda_invalid("attention: n_head must be a multiple of n_kv_head");
   if (rows <= 0) return;
   const int hd = a.head_dim, vd = a.value_dim;
@@ -178,9 +225,9 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
   const size_t need = attention_scratch_floats(a, kv, st, rows);
   const int chunks = scratch && need > 0 && need <= scratch_floats ? split_chunks(a, kv, st, rows) : 1;
   switch (hd) {
-    case 64: launch_attention<64, 64>(a, kv, st, q, out, rows, chunks, scratch, s); break;
-    case 128: launch_attention<128, 128>(a, kv, st, q, out, rows, chunks, scratch, s); break;
-    case 256: launch_attention<256, 256>(a, kv, st, q, out, rows, chunks, scratch, s); break;
+    case 64: launch_attention<64, 64>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
+    case 128: launch_attention<128, 128>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
+    case 256: launch_attention<256, 256>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
     default: cuda_invalid("attention: head_dim must be 64, 128 or 256");
   }
 }

@@ -30,6 +30,31 @@ void matmul_q8(gguf::TensorType t, const uint8_t* packed, size_t row_bytes, int6
                const float2* ds, int64_t rows, float* y, int64_t ldy, cudaStream_t s);
 std::vector<uint8_t> pack_rows(gguf::TensorType t, const uint8_t* stored, int64_t rows, int64_t K);
 
+// Several packed weights that read the same q8_1 activations, in one launch (decode fusion):
+// store: part i writes y_i[r][n] = W_i[n] . x[r] (+ residual_i[r][n] when residual is set);
+// swiglu / geglu: parts (gate, up) of equal N; part 0's y[r][n] = act(gate . x) * (up . x).
+struct MatmulPart {
+  gguf::TensorType type = gguf::TensorType::F32;
+  const uint8_t* w = nullptr;  // packed rows
+  size_t row_bytes = 0;
+  int64_t N = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const float* residual = nullptr;
+  int64_t ld_residual = 0;
+};
+enum class MatmulEpilogue { store, swiglu, geglu };
+// A gated epilogue may also write its output in q8_1 (codes[r * N + n], ds[r * N / 32 + n / 32],
+// as quantize_q8_1 of the output would; N a multiple of 32), for the down projection after it;
+// counters: N / 32 ints, zero before the launch and left zero after it.
+struct GatedQ8 {
+  int8_t* codes = nullptr;
+  float2* ds = nullptr;
+  int* counters = nullptr;
+};
+void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
+                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8 = {});
+
 // Prefill (dequant_f16.cu): weight rows (stored format, or packed for the types has_q8_kernel
 // accepts) to N x K halves, and f32 activations to halves, for the cuBLAS GEMM (gemm.h).
 void weights_to_f16(gguf::TensorType t, bool packed, const uint8_t* w, size_t row_bytes, int64_t N, int64_t K,
@@ -49,6 +74,10 @@ void scale(const float* x, float factor, float* out, int64_t n, cudaStream_t s);
 void softcap(const float* x, float cap, float* out, int64_t n, cudaStream_t s);
 void rms_norm(const float* x, const float* w, float eps, float* out, int64_t rows, int64_t cols, int64_t group,
               cudaStream_t s);
+// rms_norm over whole rows (cols a multiple of 32) that also writes its output in q8_1 (codes
+// q[r * cols + c], scales ds[r * cols / 32 + c / 32]), as quantize_q8_1 of `out` would.
+void rms_norm_q8(const float* x, const float* w, float eps, float* out, int64_t rows, int64_t cols, int8_t* q,
+                 float2* ds, cudaStream_t s);
 void slice(const float* x, int64_t ldx, int64_t start, float* out, int64_t rows, int64_t cols, cudaStream_t s);
 // out[r] = in[idx[r]] for r < rows (rows of `cols` floats; out must not overlap in).
 void gather_rows(const float* in, const int32_t* idx, float* out, int64_t rows, int64_t cols, cudaStream_t s);
@@ -76,6 +105,18 @@ struct StepTables {
 };
 void kv_store(const KvView& kv, const StepTables& st, const float* k, const float* v, int64_t rows, cudaStream_t s);
 
+// rope of the queries into q_out, and rope of the keys plus kv_store of keys and values, in one
+// launch (decode fusion): the same values as rope(q), rope(k) and kv_store. q rows are
+// n_head * head_dim wide, k rows kv.k_width (n_kv heads), v rows kv.v_width.
+struct RopeSpec {
+  int64_t head_dim = 0, n_rot = 0;
+  float base = 10000, freq_scale = 1;
+  const float* ff = nullptr;
+  bool neox = false;
+};
+void rope_kv_store(const RopeSpec& rope, const float* q, int64_t n_head, float* q_out, const float* k, const float* v,
+                   const KvView& kv, const StepTables& st, int64_t rows, cudaStream_t s);
+
 // Causal grouped-query attention of each row over its sequence's positions <= its own (and
 // > pos - window when window > 0): softmax(scale * softcap(q.k)) . v.
 struct AttentionShape {
@@ -85,8 +126,11 @@ struct AttentionShape {
 // With scratch of at least attention_scratch_floats() floats (nonzero for steps of few rows
 // over long contexts), positions are split across blocks and merged (flash-decoding); without
 // it, one block per (row, head) — the same function either way.
+// With q8 and q8_ds set, the output is also written in q8_1 (as quantize_q8_1 of `out` would:
+// row r's codes at q8 + r * n_head * value_dim), for the output projection.
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-               int64_t rows, cudaStream_t s, float* scratch = nullptr, size_t scratch_floats = 0);
+               int64_t rows, cudaStream_t s, float* scratch = nullptr, size_t scratch_floats = 0, int8_t* q8 = nullptr,
+               float2* q8_ds = nullptr);
 size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows);
 
 }  // namespace loom::backend::cuda

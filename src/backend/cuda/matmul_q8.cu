@@ -5,11 +5,15 @@
 // costs ~1 integer instruction per activation row instead of a dequantize-and-FMA per element.
 // One warp per weight row; lane l takes units l, l + 32, ...; every quant read is a 16-byte
 // load from the packed layout (packed_layout.h). The warp's partial sums meet in a warp
-// reduction; rows > kMaxRows run in passes that re-read the weights.
+// reduction; rows > kMaxRows run in passes that re-read the weights. One launch may cover
+// several weights that read the same activations (q, k and v; gate and up), of any types, and
+// end in an epilogue: a residual added to the result, or the gate's activation times up.
 #include "backend/cuda/check.h"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/packed_layout.h"
+#include "backend/cuda/q8_1.cuh"
 #include "backend/cuda/warp.cuh"
 
 namespace loom::backend::cuda {
@@ -199,71 +203,126 @@ template <> struct Unit<TensorType::Q6_K> {
   }
 };
 
+// The dot products of one weight row with R activation rows, by units of its type.
 template <TensorType T, int R>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
-    matmul_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t N, int nb, XRows x, float* __restrict__ y,
-                     int64_t ldy) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
-  if (n >= N) return;
-  const uint8_t* row = w + size_t(n) * row_bytes;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+__device__ __forceinline__ void row_dot(const uint8_t* row, int64_t K, int lane, const XRows& x, float (&acc)[R]) {
+  const int nb = int(K / packed_layout(T).elems);
   const int units = nb * Unit<T>::kPerBlock;
 #pragma unroll 2
   for (int u = lane; u < units; u += kWarpSize) Unit<T>::template dot<R>(row, nb, u, x, acc);
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float v = warp_sum(acc[r]);
-    if (lane == 0) y[r * ldy + n] = v;
-  }
 }
 
-// One warp per 32 elements: d = amax / 127, codes round(x / d) (ties away from zero), and the
-// sum d * sum(codes), the dequantized block's sum, for the weights' offsets and mins.
+template <int R>
+__device__ __forceinline__ void row_dot(TensorType t, const uint8_t* row, int64_t K, int lane, const XRows& x,
+                                        float (&acc)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  switch (t) {  // uniform across the warp: one row, one type
+    case TensorType::Q4_0: row_dot<TensorType::Q4_0, R>(row, K, lane, x, acc); break;
+    case TensorType::Q4_1: row_dot<TensorType::Q4_1, R>(row, K, lane, x, acc); break;
+    case TensorType::Q5_0: row_dot<TensorType::Q5_0, R>(row, K, lane, x, acc); break;
+    case TensorType::Q8_0: row_dot<TensorType::Q8_0, R>(row, K, lane, x, acc); break;
+    case TensorType::Q4_K: row_dot<TensorType::Q4_K, R>(row, K, lane, x, acc); break;
+    case TensorType::Q5_K: row_dot<TensorType::Q5_K, R>(row, K, lane, x, acc); break;
+    case TensorType::Q6_K: row_dot<TensorType::Q6_K, R>(row, K, lane, x, acc); break;
+    default: break;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+constexpr int kMaxParts = 4;
+struct Parts {  // the launch's weights: warp g < end[0] takes row g of part 0, then part 1, ...
+  MatmulPart p[kMaxParts];
+  int64_t end[kMaxParts];
+  int64_t total;  // warps that have a row: end[n - 1]
+  int n;
+  MatmulEpilogue epilogue;
+  GatedQ8 q8;     // gated epilogues: also the output's q8_1 form, when q8.codes is set
+};
+
+// One warp per output row of one part (store), or per row of the gate and up parts together
+// (swiglu, geglu: y = act(gate) * up into part 0's output). The weight rows are pulled into L2
+// before waiting for the previous kernel (launch.cuh), the activations read after.
+template <int R>
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize) matmul_q8_kernel(Parts P, XRows x) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  // The part and its first warp, by unrolled selects (a run-time index into the parameter
+  // array would copy it to local memory).
+  MatmulPart part = P.p[0];
+  int64_t first = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxParts; ++i)
+    if (i < P.n && g >= P.end[i - 1]) part = P.p[i], first = P.end[i - 1];
+  const bool glu = P.epilogue != MatmulEpilogue::store;
+  const bool live = g < P.total;
+  const int64_t n = g - first;
+  const uint8_t* row = part.w + size_t(n) * part.row_bytes;
+  if (live) {
+    prefetch_l2(row, part.row_bytes, lane);
+    if (glu) prefetch_l2(P.p[1].w + size_t(n) * P.p[1].row_bytes, P.p[1].row_bytes, lane);
+  }
+  allow_next_kernel();
+  wait_previous_kernel();
+  if (!live) return;
+  float acc[R];
+  row_dot<R>(part.type, row, x.K, lane, x, acc);
+  if (glu) {
+    float up[R];
+    row_dot<R>(P.p[1].type, P.p[1].w + size_t(n) * P.p[1].row_bytes, x.K, lane, x, up);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      acc[r] = (P.epilogue == MatmulEpilogue::swiglu ? silu(acc[r]) : gelu_tanh(acc[r])) * up[r];
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float res = part.residual ? part.residual[r * part.ld_residual + n] : 0.f;
+      part.y[r * part.ldy + n] = part.residual ? acc[r] + res : acc[r];
+    }
+  }
+  if (!glu || !P.q8.codes) return;
+  // The warp that completes a group of 32 outputs quantizes it (so the down projection needs
+  // no quantize kernel): each warp publishes its outputs (fence) and counts itself in; the
+  // 32nd reads the group back from L2 and resets the counter for the next launch.
+  int done = 0;
+  if (lane == 0) {
+    __threadfence();
+    done = atomicAdd(P.q8.counters + n / 32, 1) == kWarpSize - 1;
+  }
+  if (!__shfl_sync(kFullMask, done, 0)) return;
+  __threadfence();
+  const int64_t e = n / 32 * 32 + lane, N = P.total;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    quantize_q8_1_block(__ldcg(part.y + r * part.ldy + e), P.q8.codes + r * N + e, P.q8.ds + r * (N / 32) + n / 32, lane);
+  if (lane == 0) P.q8.counters[n / 32] = 0;
+}
+
+// One warp per 32 elements (q8_1.cuh).
 __global__ void quantize_q8_1_kernel(const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t K,
                                      int8_t* __restrict__ q, float2* __restrict__ ds) {
+  allow_next_kernel();
+  wait_previous_kernel();
   const int64_t blk = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t per_row = K / 32;
   if (blk >= rows * per_row) return;
   const int64_t r = blk / per_row, e = (blk % per_row) * 32 + lane;
-  const float v = x[r * ldx + e];
-  const float amax = warp_max(fabsf(v));
-  const float d = amax / 127.f;
-  const float id = d != 0.f ? 1.f / d : 0.f;
-  const int c = int(roundf(v * id));
-  q[r * K + e] = int8_t(c);
-  const float sum = warp_sum(float(c));  // exact: |sum| <= 32 * 127
-  if (lane == 0) ds[blk] = make_float2(d, d * sum);
+  quantize_q8_1_block(x[r * ldx + e], q + r * K + e, ds + blk, lane);
 }
 
-template <TensorType T, int R>
-void launch_rows(const uint8_t* w, size_t rb, int64_t N, int64_t K, const XRows& x, float* y, int64_t ldy,
-                 cudaStream_t s) {
-  const dim3 grid(unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  matmul_q8_kernel<T, R><<<grid, kWarpsPerBlock * kWarpSize, 0, s>>>(w, rb, N, int(K / packed_layout(T).elems), x, y, ldy);
-  LOOM_CUDA_CHECK_LAUNCH();
-}
-
-template <TensorType T>
-void launch(const uint8_t* w, size_t rb, int64_t N, int64_t K, const int8_t* q, const float2* ds, int64_t rows,
-            float* y, int64_t ldy, cudaStream_t s) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
-    const XRows x{q + r0 * K, ds + r0 * (K / 32), K};
-    float* yr = y + r0 * ldy;
-    switch (rows - r0 < kMaxRows ? rows - r0 : kMaxRows) {
-      case 1: launch_rows<T, 1>(w, rb, N, K, x, yr, ldy, s); break;
-      case 2: launch_rows<T, 2>(w, rb, N, K, x, yr, ldy, s); break;
-      case 3: launch_rows<T, 3>(w, rb, N, K, x, yr, ldy, s); break;
-      case 4: launch_rows<T, 4>(w, rb, N, K, x, yr, ldy, s); break;
-      case 5: launch_rows<T, 5>(w, rb, N, K, x, yr, ldy, s); break;
-      case 6: launch_rows<T, 6>(w, rb, N, K, x, yr, ldy, s); break;
-      case 7: launch_rows<T, 7>(w, rb, N, K, x, yr, ldy, s); break;
-      default: launch_rows<T, 8>(w, rb, N, K, x, yr, ldy, s); break;
-    }
-  }
+template <int R>
+void launch_rows(const Parts& P, const XRows& x, cudaStream_t s) {
+  const dim3 grid(unsigned((P.total + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  launch(matmul_q8_kernel<R>, grid, dim3(kWarpsPerBlock * kWarpSize), s, P, x);
 }
 
 }  // namespace
@@ -278,24 +337,57 @@ void quantize_q8_1(const float* x, int64_t ldx, int64_t rows, int64_t K, int8_t*
   const int64_t warps = rows * (K / 32);
   if (warps <= 0) return;
   constexpr int kThreads = 256;
-  quantize_q8_1_kernel<<<unsigned((warps * kWarpSize + kThreads - 1) / kThreads), kThreads, 0, s>>>(x, ldx, rows, K, q, ds);
-  LOOM_CUDA_CHECK_LAUNCH();
+  launch(quantize_q8_1_kernel, dim3(unsigned((warps * kWarpSize + kThreads - 1) / kThreads)), dim3(kThreads), s, x, ldx,
+         rows, K, q, ds);
+}
+
+void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
+                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8) {
+  if (n_parts < 1 || n_parts > kMaxParts) cuda_invalid("matmul_q8_parts: 1 to 4 weights per launch");
+  if (e != MatmulEpilogue::store && (n_parts != 2 || parts[0].N != parts[1].N || parts[0].residual))
+    cuda_invalid("matmul_q8_parts: a gated epilogue takes two weights (gate, up) of equal rows and no residual");
+  Parts P{};
+  P.n = n_parts;
+  P.epilogue = e;
+  P.q8 = q8;
+  int64_t end = 0;
+  for (int i = 0; i < n_parts; ++i) {
+    const MatmulPart& m = parts[i];
+    if (!has_q8_kernel(m.type, K)) cuda_invalid("matmul_q8: no integer-dot kernel for this weight type and K");
+    if (m.row_bytes % 16 != 0) cuda_invalid("matmul_q8: packed rows must be 16-byte multiples");
+    P.p[i] = m;
+    end += e == MatmulEpilogue::store || i == 0 ? m.N : 0;
+    P.end[i] = end;
+  }
+  P.total = end;
+  if (q8.codes && (e == MatmulEpilogue::store || end % 32 || !q8.ds || !q8.counters))
+    cuda_invalid("matmul_q8_parts: a q8_1 output needs a gated epilogue, rows a multiple of 32 and counters");
+  if (end <= 0) return;
+  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
+    const XRows x{q + r0 * K, ds + r0 * (K / 32), K};
+    Parts Pr = P;
+    for (int i = 0; i < n_parts; ++i) {
+      Pr.p[i].y += r0 * Pr.p[i].ldy;
+      if (Pr.p[i].residual) Pr.p[i].residual += r0 * Pr.p[i].ld_residual;
+    }
+    if (q8.codes) Pr.q8.codes += r0 * end, Pr.q8.ds += r0 * (end / 32);
+    switch (rows - r0 < kMaxRows ? rows - r0 : kMaxRows) {
+      case 1: launch_rows<1>(Pr, x, s); break;
+      case 2: launch_rows<2>(Pr, x, s); break;
+      case 3: launch_rows<3>(Pr, x, s); break;
+      case 4: launch_rows<4>(Pr, x, s); break;
+      case 5: launch_rows<5>(Pr, x, s); break;
+      case 6: launch_rows<6>(Pr, x, s); break;
+      case 7: launch_rows<7>(Pr, x, s); break;
+      default: launch_rows<8>(Pr, x, s); break;
+    }
+  }
 }
 
 void matmul_q8(TensorType t, const uint8_t* w, size_t row_bytes, int64_t N, int64_t K, const int8_t* q, const float2* ds,
                int64_t rows, float* y, int64_t ldy, cudaStream_t s) {
-  if (!has_q8_kernel(t, K)) cuda_invalid("matmul_q8: no integer-dot kernel for this weight type and K");
-  if (row_bytes % 16 != 0) cuda_invalid("matmul_q8: packed rows must be 16-byte multiples");
-  switch (t) {
-    case TensorType::Q4_0: launch<TensorType::Q4_0>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
-    case TensorType::Q4_1: launch<TensorType::Q4_1>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
-    case TensorType::Q5_0: launch<TensorType::Q5_0>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
-    case TensorType::Q8_0: launch<TensorType::Q8_0>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
-    case TensorType::Q4_K: launch<TensorType::Q4_K>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
-    case TensorType::Q5_K: launch<TensorType::Q5_K>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
-    case TensorType::Q6_K: launch<TensorType::Q6_K>(w, row_bytes, N, K, q, ds, rows, y, ldy, s); break;
-    default: cuda_invalid("matmul_q8: no integer-dot kernel for this weight type");
-  }
+  const MatmulPart part{t, w, row_bytes, N, y, ldy};
+  matmul_q8_parts(&part, 1, MatmulEpilogue::store, K, q, ds, rows, s);
 }
 
 }  // namespace loom::backend::cuda

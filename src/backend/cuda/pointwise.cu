@@ -2,6 +2,7 @@
 // column slices. One thread per element, or one block per normalised group.
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/warp.cuh"
 
 namespace loom::backend::cuda {
@@ -21,6 +22,8 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 template <Binary Op>
 __global__ void binary_kernel(const float* __restrict__ a, const float* __restrict__ b, int64_t b_rows,
                               float* __restrict__ out, int64_t rows, int64_t cols) {
+  allow_next_kernel();
+  wait_previous_kernel();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const float x = a[i], y = b[b_rows == 1 ? i % cols : i];
@@ -43,6 +46,8 @@ __global__ void softcap_kernel(const float* __restrict__ x, float cap, float* __
 // One block per group of `group` elements: sum of squares, then x * rsqrt(mean + eps) * w.
 __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps,
                                 float* __restrict__ out, int64_t group) {
+  allow_next_kernel();
+  wait_previous_kernel();
   __shared__ float partial[kThreads / kWarpSize];
   const float* xg = x + int64_t(blockIdx.x) * group;
   float* og = out + int64_t(blockIdx.x) * group;
@@ -79,13 +84,13 @@ void binary(Binary op, const float* a, const float* b, int64_t b_rows, float* ou
             cudaStream_t s) {
   const int64_t n = rows * cols;
   if (n <= 0) return;
+  const dim3 grid(blocks_for(n)), block(kThreads);
   switch (op) {
-    case Binary::add: binary_kernel<Binary::add><<<blocks_for(n), kThreads, 0, s>>>(a, b, b_rows, out, rows, cols); break;
-    case Binary::mul: binary_kernel<Binary::mul><<<blocks_for(n), kThreads, 0, s>>>(a, b, b_rows, out, rows, cols); break;
-    case Binary::swiglu: binary_kernel<Binary::swiglu><<<blocks_for(n), kThreads, 0, s>>>(a, b, b_rows, out, rows, cols); break;
-    case Binary::geglu: binary_kernel<Binary::geglu><<<blocks_for(n), kThreads, 0, s>>>(a, b, b_rows, out, rows, cols); break;
+    case Binary::add: launch(binary_kernel<Binary::add>, grid, block, s, a, b, b_rows, out, rows, cols); break;
+    case Binary::mul: launch(binary_kernel<Binary::mul>, grid, block, s, a, b, b_rows, out, rows, cols); break;
+    case Binary::swiglu: launch(binary_kernel<Binary::swiglu>, grid, block, s, a, b, b_rows, out, rows, cols); break;
+    case Binary::geglu: launch(binary_kernel<Binary::geglu>, grid, block, s, a, b, b_rows, out, rows, cols); break;
   }
-  LOOM_CUDA_CHECK_LAUNCH();
 }
 
 void scale(const float* x, float factor, float* out, int64_t n, cudaStream_t s) {
@@ -106,8 +111,7 @@ void rms_norm(const float* x, const float* w, float eps, float* out, int64_t row
   if (group <= 0 || cols % group) cuda_invalid("rms_norm: the group must divide the row width");
   const int64_t groups = rows * (cols / group);
   if (groups <= 0) return;
-  rms_norm_kernel<<<unsigned(groups), kThreads, 0, s>>>(x, w, eps, out, group);
-  LOOM_CUDA_CHECK_LAUNCH();
+  launch(rms_norm_kernel, dim3(unsigned(groups)), dim3(kThreads), s, x, w, eps, out, group);
 }
 
 void slice(const float* x, int64_t ldx, int64_t start, float* out, int64_t rows, int64_t cols, cudaStream_t s) {

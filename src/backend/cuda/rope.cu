@@ -1,27 +1,22 @@
-// Rotary position embedding, one thread per rotated pair. theta_i is built by i repeated fp32
-// multiplications of the position by base^(-2/n_rot), as ggml's rope cache (and the reference
-// backend) build it, so angles at long positions agree to the last bit rather than to powf's
-// rounding; cos/sin are the accurate (not intrinsic) versions for the same reason.
+// Rotary position embedding, one thread per rotated pair (the angles: rope.cuh).
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/rope.cuh"
 
 namespace loom::backend::cuda {
 
 namespace {
 
 __global__ void rope_kernel(const float* __restrict__ x, const int32_t* __restrict__ pos, float* __restrict__ out,
-                            int64_t rows, int64_t cols, int64_t head_dim, int64_t n_rot, float theta_scale,
-                            float freq_scale, const float* __restrict__ ff, bool neox) {
+                            int64_t rows, int64_t cols, int64_t head_dim, int64_t n_rot, RopeAngles angles, bool neox) {
   const int64_t half = n_rot / 2, heads = cols / head_dim;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   // Threads past the rotated pairs copy the pass-through dimensions.
   const int64_t pairs = rows * heads * half;
   if (tid < pairs) {
     const int64_t i = tid % half, h = (tid / half) % heads, r = tid / (half * heads);
-    float theta = float(pos[r]);
-    for (int64_t j = 0; j < i; ++j) theta *= theta_scale;
-    const float th = freq_scale * (ff ? theta / ff[i] : theta);
-    const float c = cosf(th), s = sinf(th);
+    float c, s;
+    angles.cos_sin(pos[r], i, c, s);
     const int64_t base = r * cols + h * head_dim;
     const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
     const float x0 = x[base + i0], x1 = x[base + i1];
@@ -44,9 +39,8 @@ void rope(const float* x, const int32_t* pos, float* out, int64_t rows, int64_t 
   const int64_t heads = cols / head_dim;
   const int64_t n = rows * heads * (n_rot / 2 + (head_dim - n_rot));
   if (n <= 0) return;
-  const float theta_scale = powf(base, -2.0f / float(n_rot));
-  rope_kernel<<<unsigned((n + 255) / 256), 256, 0, s>>>(x, pos, out, rows, cols, head_dim, n_rot, theta_scale,
-                                                        freq_scale, ff, neox);
+  const RopeAngles angles{powf(base, -2.0f / float(n_rot)), freq_scale, ff};
+  rope_kernel<<<unsigned((n + 255) / 256), 256, 0, s>>>(x, pos, out, rows, cols, head_dim, n_rot, angles, neox);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -232,11 +232,18 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, const FastOption
         auto it = repacked_.find(wt);
         // Packed weights serve prefill too (their few tail rows read the stored format).
         if (it == repacked_.end() && part.packed_rows == 0 && want_repack)
-          if (RepackedWeight rw; repack_for_gemm(*wt, rw)) it = repacked_.emplace(wt, std::move(rw)).first;
+          if (RepackedWeight rw; repack_for_gemm_size(*wt, rw)) {
+            uint8_t* buf = packed_arena_.alloc(rw.bytes);
+            const int64_t nb = repack_blocks(*wt), slice = 4096;
+            pool_.for_each((nb + slice - 1) / slice, [&](int64_t i, int) {
+              repack_for_gemm(*wt, i * slice, std::min(nb, (i + 1) * slice), buf);
+            });
+            it = repacked_.emplace(wt, std::make_pair(rw.type, buf)).first;
+          }
         if (it != repacked_.end() && part.packed_rows == 0 && want_repack) {
-          part.prefill_type = it->second.type;
-          part.prefill_data = it->second.data.data();
-          part.prefill_row_bytes = loom::quant::row_size(it->second.type, k);
+          part.prefill_type = it->second.first;
+          part.prefill_data = it->second.second;
+          part.prefill_row_bytes = loom::quant::row_size(it->second.first, k);
         }
         const gguf::TensorType act = simd::act_type(part.type);
         const std::string layout =

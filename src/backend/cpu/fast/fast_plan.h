@@ -41,7 +41,7 @@ class FastPlan final : public Plan {
   std::vector<uint8_t> rope_ready_;
   std::vector<std::vector<float>> scratch_;
   std::map<const gguf::TensorInfo*, std::vector<float>> dense_;
-  std::map<const gguf::TensorInfo*, RepackedWeight> repacked_;  // node-based: data stays put
+  std::map<const gguf::TensorInfo*, std::pair<gguf::TensorType, const uint8_t*>> repacked_;  // in packed_arena_
   std::map<const gguf::TensorInfo*, const uint8_t*> packed_;  // x8 groups (packed.h) in packed_arena_
   HugeArena packed_arena_;
   bool has_mixing_ = false;

@@ -10,15 +10,21 @@
 
 namespace loom::backend::cpu::fast {
 
-bool repack_for_gemm(const gguf::TensorInfo& t, RepackedWeight& out) {
+bool repack_for_gemm_size(const gguf::TensorInfo& t, RepackedWeight& out) {
   using namespace loom::quant;
   if (t.type != gguf::TensorType::Q5_0) return false;
-  const int64_t nb = int64_t(t.elements()) / kQK;
   out.type = gguf::TensorType::Q8_0;
-  out.data.resize(size_t(nb) * sizeof(BlockQ8_0));
+  out.bytes = size_t(repack_blocks(t)) * sizeof(BlockQ8_0);
+  return true;
+}
+
+int64_t repack_blocks(const gguf::TensorInfo& t) { return int64_t(t.elements()) / loom::quant::kQK; }
+
+void repack_for_gemm(const gguf::TensorInfo& t, int64_t b0, int64_t b1, uint8_t* out) {
+  using namespace loom::quant;
   const auto* src = reinterpret_cast<const BlockQ5_0*>(t.data);
-  auto* dst = reinterpret_cast<BlockQ8_0*>(out.data.data());
-  for (int64_t i = 0; i < nb; ++i) {
+  auto* dst = reinterpret_cast<BlockQ8_0*>(out);
+  for (int64_t i = b0; i < b1; ++i) {
     uint32_t qh;
     std::memcpy(&qh, src[i].qh, sizeof qh);
     dst[i].d = src[i].d;
@@ -28,7 +34,6 @@ bool repack_for_gemm(const gguf::TensorInfo& t, RepackedWeight& out) {
       dst[i].qs[j + kQK / 2] = int8_t(((src[i].qs[j] >> 4) | xh1) - 16);
     }
   }
-  return true;
 }
 
 HugeBuffer::HugeBuffer(size_t bytes, bool huge) : n_(bytes) {

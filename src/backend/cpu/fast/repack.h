@@ -19,13 +19,19 @@
 
 namespace loom::backend::cpu::fast {
 
+// Whether `t` (a matmul weight) has a GEMM copy, its type, and the copy's size in bytes.
 struct RepackedWeight {
   gguf::TensorType type;
-  std::vector<uint8_t> data;
+  size_t bytes;
 };
+bool repack_for_gemm_size(const gguf::TensorInfo& t, RepackedWeight& out);
 
-// True when `t` (a matmul weight) is repacked; `out` then holds the new rows.
-bool repack_for_gemm(const gguf::TensorInfo& t, RepackedWeight& out);
+// Writes blocks [b0, b1) of `t`'s GEMM copy into `dst` (the whole copy, `out.bytes` long):
+// callers split the blocks across threads (start-up of a Q5_0 model spent a quarter of its
+// time here on one thread).
+void repack_for_gemm(const gguf::TensorInfo& t, int64_t b0, int64_t b1, uint8_t* dst);
+// Blocks in `t` (the unit of the split above).
+int64_t repack_blocks(const gguf::TensorInfo& t);
 
 // Heap buffer for weights the GEMV streams: 2 MiB aligned and madvise(MADV_HUGEPAGE)d before
 // first touch, so a decode step's weight stream walks ~400x fewer pages (4 KiB pages put one

@@ -1,0 +1,155 @@
+// The CUDA plan's state, shared by its two halves: cuda_plan.cpp (compile: weights, buffers,
+// graphs; run) and cuda_step.cpp (a step's ops and fused steps on the stream).
+#pragma once
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/decode_fusion.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "common/error.h"
+#include "passes/lowering.h"
+
+namespace loom::backend::cuda {
+
+// Activations in q8_1 for the integer-dot matmuls, and the value whose q8_1 form they hold in
+// the current step (-1: none).
+struct Q8Buffer {
+  DeviceBuffer codes, scales;
+  int value = -1;
+  int8_t* q() const { return codes.get<int8_t>(); }
+  float2* ds() const { return scales.get<float2>(); }
+};
+
+// The cuda backend's schedule keys, read (CudaBackend::schedule_keys declares them).
+struct CudaSchedule {
+  int64_t graph_rows = 32, gemm_rows = 32;
+  bool decode_fusion = false, programmatic_launch = false;  // defaults: cuda_plan.cpp's keys
+};
+
+// Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
+class CudaKvStorage final : public KvStorage {
+ public:
+  CudaKvStorage(const std::vector<KvLayerShape>& layers, int32_t n_blocks, int32_t block_size, KvElem elem)
+      : n_blocks_(n_blocks), block_size_(block_size), elem_(elem) {
+    if (elem != KvElem::f16)
+      loom::fail("the CUDA backend keeps its KV cache in f16; --kv-type {} is not supported there", kv_elem_name(elem));
+    if (n_blocks <= 0 || block_size <= 0) loom::fail("CUDA KV pool: {} blocks of {} positions", n_blocks, block_size);
+    for (const auto& l : layers) {
+      const size_t rows = size_t(n_blocks) * size_t(block_size);
+      k_.emplace_back(rows * kv_row_bytes(elem, l.k_width()));
+      v_.emplace_back(rows * kv_row_bytes(elem, l.v_width()));
+      views_.push_back({k_.back().get<__half>(), v_.back().get<__half>(), l.k_width(), l.v_width(), block_size});
+    }
+  }
+  KvElem elem() const override { return elem_; }
+  uint64_t serial() const { return serial_; }
+  int32_t n_blocks() const override { return n_blocks_; }
+  int32_t block_size() const override { return block_size_; }
+  size_t bytes() const override {
+    size_t n = 0;
+    for (size_t l = 0; l < k_.size(); ++l) n += k_[l].bytes() + v_[l].bytes();
+    return n;
+  }
+  const KvView& layer(int64_t l) const { return views_.at(size_t(l)); }
+
+ private:
+  int32_t n_blocks_, block_size_;
+  KvElem elem_;
+  uint64_t serial_ = next_serial();
+  static uint64_t next_serial() {
+    static std::atomic<uint64_t> n{0};
+    return ++n;
+  }
+  std::vector<DeviceBuffer> k_, v_;
+  std::vector<KvView> views_;
+};
+
+struct DeviceWeight {
+  gguf::TensorType type = gguf::TensorType::F32;
+  const uint8_t* data = nullptr;    // stored format (matmul fallback, embed) or f32; null if unused
+  size_t row_bytes = 0;
+  const uint8_t* packed = nullptr;  // packed for matmul_q8, when the type has a kernel
+  size_t packed_row_bytes = 0;
+  int64_t rows = 0, cols = 0;
+};
+
+// What a captured step depends on beyond the device buffers' contents.
+struct GraphKey {
+  int64_t rows, kept, max_blocks;
+  uint64_t kv;  // the storage's serial: a new pool at a freed one's address is another key
+  const void *arena, *ints;
+  auto operator<=>(const GraphKey&) const = default;
+};
+
+class CudaPlan final : public Plan {
+ public:
+  CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched);
+  ~CudaPlan() override {
+    drop_graphs();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  std::unique_ptr<KvStorage> allocate_kv(int32_t n_blocks, int32_t block_size, KvElem elem) const override {
+    return std::make_unique<CudaKvStorage>(layers_, n_blocks, block_size, elem);
+  }
+  void run(const StepBatch& batch, KvStorage& kv, float* logits_out) override;
+  int64_t vocab_size() const override { return vocab_; }
+  const std::vector<KvLayerShape>& kv_layers() const override { return layers_; }
+  int threads() const override { return 1; }
+  std::vector<std::string> explain() const override { return explain_; }
+
+ private:
+  const DeviceWeight& weight(const passes::OperandRef& o, const ir::Op& op) const;
+  float* value(int v) const { return reinterpret_cast<float*>(arena_.get<uint8_t>() + slot_offset_[v] * capacity_); }
+  void grow(int64_t rows);
+  // cuda_step.cpp: a step's ops on the stream, fused where the schedule and the rows allow.
+  void enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept);
+  void run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows);
+  bool run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows);
+  bool q8_path(int64_t rows) const { return !(gemm_ && rows > gemm_rows_); }
+  const Q8Buffer& quantize_for(int value, int64_t K, int64_t rows);
+  void replay(const GraphKey& key, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept);
+  void drop_graphs() {
+    for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
+    graphs_.clear();
+    seen_once_.clear();
+  }
+
+  passes::Lowering low_;
+  cudaStream_t stream_ = nullptr;
+  std::map<const ir::Weight*, DeviceWeight> weights_;
+  std::vector<DeviceBuffer> weight_memory_;
+  std::vector<int64_t> slot_offset_;  // per value id: bytes per arena row before its slot
+  int64_t arena_row_bytes_ = 0, capacity_ = 0;
+  DeviceBuffer arena_, scratch_, step_ints_;
+  // q8_1 activations: [0] written by quantize_for, fused norms and attention; [1] by gated
+  // matmuls (their input is in [0] while they write).
+  Q8Buffer q8_[2];
+  DeviceBuffer gated_counters_;       // matmul_q8_parts' per-group counters (GatedQ8), kept zero
+  int64_t q8_max_k_ = 0;
+  int64_t graph_rows_ = 0, gemm_rows_ = 0;
+  bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
+  DecodeFusion fusion_;
+  std::unique_ptr<Gemm> gemm_;
+  std::string no_gemm_;               // why gemm_ is null
+  int64_t gemm_max_nk_ = 0;           // the largest matmul weight, in elements
+  DeviceBuffer gemm_w_, gemm_x_;      // f16 weight tile and activations of a GEMM
+  DeviceBuffer attn_scratch_;         // partial results of the split decode attention
+  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  std::set<GraphKey> seen_once_;
+  std::vector<int> live_at_drop_;     // values gathered to the kept rows after the last attention
+  int drop_step_ = -1;                // the step of the last attention (-1: none)
+  std::vector<int32_t> host_ints_;
+  std::vector<KvLayerShape> layers_;
+  std::vector<std::string> explain_;
+  int64_t vocab_ = 0;
+};
+
+
+}  // namespace loom::backend::cuda

@@ -1,0 +1,227 @@
+// A step of the CUDA plan on its stream (captured into a graph or run directly): the steps of
+// the decode fusion (decode_fusion.h) in order, each as its fused kernels where the rows take
+// the integer-dot path, else op by op; the rows whose logits are not wanted are gathered away
+// right after the step of the last attention. Each q8 buffer names the value whose q8_1 form
+// it holds, so a matmul quantizes its input only when no earlier kernel of the step (a fused
+// norm, an attention, a gated matmul, an earlier matmul of the same input) already did.
+#include <fmt/format.h>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/cuda_plan.h"
+#include "backend/cuda/programmatic_launch.h"
+#include "common/error.h"
+
+namespace loom::backend::cuda {
+
+using passes::Opcode;
+
+namespace {
+
+// The step's launches use programmatic dependent launch when the plan asks for it; kernels run
+// outside a plan's step (tests) launch plainly.
+class ProgrammaticLaunchScope {
+ public:
+  explicit ProgrammaticLaunchScope(bool on) : was_(programmatic_launch()) { programmatic_launch() = on; }
+  ~ProgrammaticLaunchScope() { programmatic_launch() = was_; }
+
+ private:
+  bool was_;
+};
+
+}  // namespace
+
+void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept) {
+  const ProgrammaticLaunchScope pdl(programmatic_);
+  const int32_t* d_keep = tables.pos_of_row - T + 3 * T;
+  q8_[0].value = q8_[1].value = -1;
+  int64_t rows = T;
+  auto drop_rows = [&] {
+    if (kept == rows) return;
+    for (int v : live_at_drop_) {
+      gather_rows(value(v), d_keep, scratch_.get<float>(), kept, low_.cols[v], stream_);
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(value(v), scratch_.get(), size_t(kept * low_.cols[v]) * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream_));
+    }
+    rows = kept;
+    q8_[0].value = q8_[1].value = -1;
+  };
+  if (!low_.has_mixing()) drop_rows();
+  for (int s = 0; s < int(fusion_.steps.size()); ++s) {
+    const FusedStep& st = fusion_.steps[size_t(s)];
+    if (!run_fused(st, kv, tables, T, rows))
+      for (int i : st.ops) run_op(i, kv, tables, T, rows);
+    if (s == drop_step_) drop_rows();
+  }
+  if (rows != kept) loom::fail("logits have {} rows, {} wanted", rows, kept);
+}
+
+const Q8Buffer& CudaPlan::quantize_for(int v, int64_t K, int64_t rows) {
+  for (const auto& b : q8_)
+    if (b.value == v) return b;
+  quantize_q8_1(value(v), K, rows, K, q8_[0].q(), q8_[0].ds(), stream_);
+  q8_[0].value = v;
+  return q8_[0];
+}
+
+bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows) {
+  if (st.kind == FusedStep::Kind::matmuls) {
+    if (!q8_path(rows)) return false;
+    const passes::LoweredOp& first = low_.ops[size_t(st.ops[0])];
+    const int64_t K = weights_.at(first.in[1].weight).cols;
+    const int n_mm = int(st.ops.size()) - (st.epilogue_op >= 0 ? 1 : 0);
+    auto part_of = [&](int i) {
+      const passes::LoweredOp& lo = low_.ops[size_t(i)];
+      const DeviceWeight& w = weights_.at(lo.in[1].weight);
+      return MatmulPart{w.type, w.packed, w.packed_row_bytes, w.rows, value(lo.out), lo.cols};
+    };
+    std::vector<MatmulPart> parts;
+    MatmulEpilogue e = MatmulEpilogue::store;
+    GatedQ8 gq8;
+    if (st.epilogue_op < 0) {
+      for (int j = 0; j < n_mm; ++j) parts.push_back(part_of(st.ops[size_t(j)]));
+    } else {
+      const passes::LoweredOp& ep = low_.ops[size_t(st.epilogue_op)];
+      if (ep.code == Opcode::add) {  // one projection + its residual, into the add's output
+        MatmulPart p = part_of(st.ops[0]);
+        const int mm_out = low_.ops[size_t(st.ops[0])].out;
+        const int res = ep.in[0].value == mm_out ? ep.in[1].value : ep.in[0].value;
+        p.y = value(ep.out);
+        p.ldy = ep.cols;
+        p.residual = value(res);
+        p.ld_residual = low_.cols[size_t(res)];
+        parts.push_back(p);
+      } else {  // gate and up, into the gated op's output
+        const int gate = low_.ops[size_t(st.ops[0])].out == ep.in[0].value ? st.ops[0] : st.ops[1];
+        const int up = gate == st.ops[0] ? st.ops[1] : st.ops[0];
+        parts = {part_of(gate), part_of(up)};
+        parts[0].y = value(ep.out);
+        parts[0].ldy = ep.cols;
+        e = ep.code == Opcode::swiglu ? MatmulEpilogue::swiglu : MatmulEpilogue::geglu;
+        if (fusion_.gated_q8[size_t(st.epilogue_op)]) gq8 = {q8_[1].q(), q8_[1].ds(), gated_counters_.get<int>()};
+      }
+    }
+    const Q8Buffer& x = quantize_for(first.in[0].value, K, rows);
+    if (&x == &q8_[1]) gq8 = {};  // its output's codes would overwrite the input's: quantize later
+    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, gq8);
+    if (gq8.codes) q8_[1].value = low_.ops[size_t(st.epilogue_op)].out;
+    return true;
+  }
+  if (st.kind == FusedStep::Kind::rope_attention) {
+    const passes::LoweredOp& at = low_.ops[size_t(st.ops.back())];
+    if (rows != T) loom::fail("%{}: attention after rows were dropped", at.op->result);
+    // ops: the two ropes (in program order), then the attention; the one it reads as q.
+    const int rq = low_.ops[size_t(st.ops[0])].out == at.in[0].value ? st.ops[0] : st.ops[1];
+    const int rk = rq == st.ops[0] ? st.ops[1] : st.ops[0];
+    const passes::LoweredOp &q = low_.ops[size_t(rq)], &k = low_.ops[size_t(rk)];
+    const auto ra = passes::rope_attrs(*q.op);
+    const auto aa = passes::attention_attrs(*at.op);
+    RopeSpec rs{ra.head_dim, ra.n_rot, float(ra.base), float(ra.freq_scale), nullptr, ra.neox};
+    if (q.in.size() > 2 && q.in[2].weight) rs.ff = reinterpret_cast<const float*>(weight(q.in[2], *q.op).data);
+    const KvView& view = kv.layer(aa.layer);
+    rope_kv_store(rs, value(q.in[0].value), aa.n_head, value(q.out), value(k.in[0].value), value(at.in[2].value), view,
+                  tables, rows, stream_);
+    const AttentionShape shape{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
+                               float(aa.scale), float(aa.softcap)};
+    const bool q8 = fusion_.attention_q8[size_t(st.ops.back())] && q8_path(rows);
+    attention(shape, view, tables, value(q.out), value(at.out), rows, stream_, attn_scratch_.get<float>(),
+              attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
+    if (q8) q8_[0].value = at.out;
+    return true;
+  }
+  return false;
+}
+
+void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows) {
+  const auto& lo = low_.ops[size_t(i)];
+  const ir::Op& op = *lo.op;
+  const int32_t* d_tok = tables.pos_of_row - T;
+  const int32_t* d_pos = tables.pos_of_row;
+  float* out = value(lo.out);
+  auto in = [&](int j) -> const float* {
+    const int v = lo.in.at(size_t(j)).value;
+    if (v < 0) loom::fail("line {}: %{}: operand {} must be a value", op.line, op.result, j + 1);
+    return value(v);
+  };
+  auto second = [&](int64_t& b_rows) -> const float* {
+    if (lo.in.at(1).weight) {
+      b_rows = 1;
+      return reinterpret_cast<const float*>(weight(lo.in[1], op).data);
+    }
+    b_rows = rows;
+    return in(1);
+  };
+  switch (lo.code) {
+    case Opcode::embed: {
+      const DeviceWeight& t = weight(lo.in[0], op);
+      embed_rows(t.type, t.data, t.row_bytes, t.rows, t.cols, d_tok, rows, out, stream_);
+      break;
+    }
+    case Opcode::rms_norm: {
+      const DeviceWeight& w = weight(lo.in[1], op);
+      const float* wf = reinterpret_cast<const float*>(w.data);
+      if (fusion_.norm_q8[size_t(i)] && q8_path(rows)) {  // the matmuls after it read q8_1
+        rms_norm_q8(in(0), wf, float(passes::norm_eps(op)), out, rows, lo.cols, q8_[0].q(), q8_[0].ds(), stream_);
+        q8_[0].value = lo.out;
+      } else {
+        rms_norm(in(0), wf, float(passes::norm_eps(op)), out, rows, lo.cols, w.cols, stream_);
+      }
+      break;
+    }
+    case Opcode::matmul: {
+      const DeviceWeight& w = weight(lo.in[1], op);
+      if (!q8_path(rows)) {
+        __half* wh = gemm_w_.get<__half>();
+        __half* xh = gemm_x_.get<__half>();
+        f32_to_f16(in(0), rows * w.cols, xh, stream_);
+        if (w.packed) weights_to_f16(w.type, true, w.packed, w.packed_row_bytes, w.rows, w.cols, wh, stream_);
+        else weights_to_f16(w.type, false, w.data, w.row_bytes, w.rows, w.cols, wh, stream_);
+        gemm_->f16(wh, xh, w.rows, rows, w.cols, out, lo.cols);
+      } else if (w.packed) {
+        // q, k and v (gate and up) read one input: it is quantized once for all of them.
+        const Q8Buffer& x = quantize_for(lo.in[0].value, w.cols, rows);
+        matmul_q8(w.type, w.packed, w.packed_row_bytes, w.rows, w.cols, x.q(), x.ds(), rows, out, lo.cols, stream_);
+      } else {
+        matmul_rows(w.type, w.data, w.row_bytes, w.rows, w.cols, in(0), w.cols, rows, out, lo.cols, stream_);
+      }
+      break;
+    }
+    case Opcode::add: case Opcode::mul: {
+      int64_t br = 0;
+      const float* b = second(br);
+      binary(lo.code == Opcode::add ? Binary::add : Binary::mul, in(0), b, br, out, rows, lo.cols, stream_);
+      break;
+    }
+    case Opcode::swiglu: case Opcode::geglu:
+      binary(lo.code == Opcode::swiglu ? Binary::swiglu : Binary::geglu, in(0), in(1), rows, out, rows, lo.cols, stream_);
+      break;
+    case Opcode::scale: scale(in(0), float(passes::scalar_attr(op)), out, rows * lo.cols, stream_); break;
+    case Opcode::softcap: softcap(in(0), float(passes::scalar_attr(op)), out, rows * lo.cols, stream_); break;
+    case Opcode::slice: {
+      const auto sa = passes::slice_attrs(op);
+      slice(in(0), low_.cols[lo.in[0].value], sa.start, out, rows, lo.cols, stream_);
+      break;
+    }
+    case Opcode::rope: {
+      const auto ra = passes::rope_attrs(op);
+      const float* ff = lo.in.size() > 2 && lo.in[2].weight ? reinterpret_cast<const float*>(weight(lo.in[2], op).data) : nullptr;
+      rope(in(0), d_pos, out, rows, lo.cols, ra.head_dim, ra.n_rot, float(ra.base), float(ra.freq_scale), ff, ra.neox,
+           stream_);
+      break;
+    }
+    case Opcode::attention: {
+      if (rows != T) loom::fail("%{}: attention after rows were dropped", op.result);
+      const auto aa = passes::attention_attrs(op);
+      const KvView& view = kv.layer(aa.layer);
+      kv_store(view, tables, in(1), in(2), rows, stream_);
+      const AttentionShape shape{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
+                                 float(aa.scale), float(aa.softcap)};
+      const bool q8 = fusion_.attention_q8[size_t(i)] && q8_path(rows);
+      attention(shape, view, tables, in(0), out, rows, stream_, attn_scratch_.get<float>(),
+                attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
+      if (q8) q8_[0].value = lo.out;
+      break;
+    }
+  }
+}
+
+}  // namespace loom::backend::cuda

@@ -1,0 +1,306 @@
+// The decode fusion's kernels (decode_fused.cu, matmul_q8_parts, attention's q8_1 output) on
+// fresh random inputs, outputs poisoned with NaN: each fused kernel against the unfused kernels
+// it replaces (the same bits: they share their arithmetic) or, for the multi-weight matmul and
+// its epilogues, against double-precision dots of the reference-dequantized weights; and a
+// chain of them launched with programmatic dependent launch inside a CUDA graph against the
+// same chain launched plainly. Needs a GPU (run by scripts/gpu-check, not ctest).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/programmatic_launch.h"
+#include "common/error.h"
+#include "q8_reference.h"
+#include "quant/quant.h"
+
+namespace loom::backend::cuda {
+namespace {
+
+using gguf::TensorType;
+
+uint64_t fresh_seed() {
+  static const uint64_t s = std::random_device{}();
+  return s;
+}
+
+std::vector<float> random_floats(std::mt19937_64& rng, size_t n, float scale = 1.f) {
+  std::normal_distribution<float> nd(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+void sync() { LOOM_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+template <typename T>
+void expect_same_bits(const DeviceBuffer& a, const DeviceBuffer& b, const char* what) {
+  const auto x = a.to_host<T>(), y = b.to_host<T>();
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(std::memcmp(&x[i], &y[i], sizeof(T)), 0) << what << " at " << i;
+}
+
+TEST(RmsNormQ8, SameBitsAsNormThenQuantize) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  for (int64_t cols : {576, 2048, 4096}) {
+    const int64_t rows = 5;
+    auto dx = DeviceBuffer::of(random_floats(rng, size_t(rows * cols))), dw = DeviceBuffer::of(random_floats(rng, size_t(cols)));
+    DeviceBuffer out1(size_t(rows * cols) * 4), out2(size_t(rows * cols) * 4), q1(size_t(rows * cols)), q2(size_t(rows * cols)),
+        ds1(size_t(rows * cols / 32) * 8), ds2(size_t(rows * cols / 32) * 8);
+    for (auto* b : {&out1, &out2, &q1, &q2, &ds1, &ds2}) b->poison();
+    rms_norm(dx.get<float>(), dw.get<float>(), 1e-5f, out1.get<float>(), rows, cols, cols, nullptr);
+    quantize_q8_1(out1.get<float>(), cols, rows, cols, q1.get<int8_t>(), ds1.get<float2>(), nullptr);
+    rms_norm_q8(dx.get<float>(), dw.get<float>(), 1e-5f, out2.get<float>(), rows, cols, q2.get<int8_t>(), ds2.get<float2>(),
+                nullptr);
+    sync();
+    expect_same_bits<float>(out1, out2, "normalised");
+    expect_same_bits<int8_t>(q1, q2, "codes");
+    expect_same_bits<float2>(ds1, ds2, "scales");
+  }
+}
+
+// GQA heads over a shuffled pool; normal and neox, partial rotation with frequency factors.
+TEST(RopeKvStore, SameBitsAsRopeRopeAndStore) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  const int64_t hd = 64, n_head = 8, n_kv = 2, rows = 3;
+  const int32_t bs = 16, max_blocks = 4, n_blocks = 8;
+  const std::vector<int32_t> tables = {5, 1, 3, 0, 2, 4, 7, 6}, seq = {0, 0, 1}, pos = {17, 60, 5};
+  auto dt = DeviceBuffer::of(tables), ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(pos);
+  const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), max_blocks};
+  std::vector<float> ff(16);
+  for (auto& f : ff) f = 1.f + std::abs(random_floats(rng, 1)[0]);
+  auto dff = DeviceBuffer::of(ff);
+  auto dq = DeviceBuffer::of(random_floats(rng, size_t(rows * n_head * hd)));
+  auto dk = DeviceBuffer::of(random_floats(rng, size_t(rows * n_kv * hd)));
+  auto dv = DeviceBuffer::of(random_floats(rng, size_t(rows * n_kv * hd)));
+  const size_t pool = size_t(n_blocks) * bs * n_kv * hd * 2;
+  for (bool neox : {false, true})
+    for (int64_t n_rot : {int64_t(64), int64_t(32)}) {
+      SCOPED_TRACE(::testing::Message() << "neox " << neox << " n_rot " << n_rot);
+      const float* f = n_rot == 32 ? dff.get<float>() : nullptr;
+      DeviceBuffer q1(size_t(rows * n_head * hd) * 4), q2(q1.bytes()), kr(size_t(rows * n_kv * hd) * 4);
+      DeviceBuffer k1(pool), v1(pool), k2(pool), v2(pool);
+      for (auto* b : {&q1, &q2, &kr, &k1, &v1, &k2, &v2}) b->poison();
+      const KvView kv1{k1.get<__half>(), v1.get<__half>(), n_kv * hd, n_kv * hd, bs};
+      const KvView kv2{k2.get<__half>(), v2.get<__half>(), n_kv * hd, n_kv * hd, bs};
+      rope(dq.get<float>(), dp.get<int32_t>(), q1.get<float>(), rows, n_head * hd, hd, n_rot, 500000.f, 0.25f, f, neox, nullptr);
+      rope(dk.get<float>(), dp.get<int32_t>(), kr.get<float>(), rows, n_kv * hd, hd, n_rot, 500000.f, 0.25f, f, neox, nullptr);
+      kv_store(kv1, st, kr.get<float>(), dv.get<float>(), rows, nullptr);
+      const RopeSpec rs{hd, n_rot, 500000.f, 0.25f, f, neox};
+      rope_kv_store(rs, dq.get<float>(), n_head, q2.get<float>(), dk.get<float>(), dv.get<float>(), kv2, st, rows, nullptr);
+      sync();
+      expect_same_bits<float>(q1, q2, "roped queries");
+      expect_same_bits<uint16_t>(k1, k2, "key pool");
+      expect_same_bits<uint16_t>(v1, v2, "value pool");
+    }
+}
+
+TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  AttentionShape a;
+  a.n_head = 8, a.n_kv = 2, a.head_dim = 64, a.value_dim = 64, a.scale = 0.125f;
+  const int32_t bs = 16, max_blocks = 8, n_blocks = 8;
+  const int64_t kw = a.n_kv * 64, width = a.n_head * 64;
+  std::vector<int32_t> tables(max_blocks);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::shuffle(tables.begin(), tables.end(), rng);
+  const std::vector<int32_t> seq = {0, 0}, pos = {120, 127};
+  std::vector<uint16_t> kh(size_t(n_blocks) * bs * kw), vh(kh.size());
+  for (auto& x : kh) x = quant::fp32_to_fp16(random_floats(rng, 1)[0]);
+  for (auto& x : vh) x = quant::fp32_to_fp16(random_floats(rng, 1)[0]);
+  auto dk = DeviceBuffer::of(kh), dv = DeviceBuffer::of(vh), dq = DeviceBuffer::of(random_floats(rng, size_t(2 * width)));
+  auto dt = DeviceBuffer::of(tables), ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(pos);
+  const KvView kv{dk.get<__half>(), dv.get<__half>(), kw, kw, bs};
+  const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), max_blocks};
+  const size_t split = attention_scratch_floats(a, kv, st, 2);
+  ASSERT_GT(split, 0u);
+  DeviceBuffer scratch(split * 4), out(size_t(2 * width) * 4), q8(size_t(2 * width)), q8ds(size_t(2 * width / 32) * 8);
+  for (bool use_split : {false, true}) {
+    SCOPED_TRACE(use_split ? "split" : "one block per row and head");
+    for (auto* b : {&scratch, &out, &q8, &q8ds}) b->poison();
+    attention(a, kv, st, dq.get<float>(), out.get<float>(), 2, nullptr, use_split ? scratch.get<float>() : nullptr,
+              use_split ? split : 0, q8.get<int8_t>(), q8ds.get<float2>());
+    sync();
+    const Q8Rows ref = quantize_ref(out.to_host<float>(), width, 2, width);
+    const auto q = q8.to_host<int8_t>();
+    const auto d = q8ds.to_host<float2>();
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(q[i], ref.q[i]) << "code " << i;
+    for (size_t b = 0; b < d.size(); ++b) {
+      ASSERT_EQ(d[b].x, ref.d[b]) << "block " << b;
+      ASSERT_EQ(d[b].y, ref.sum[b]) << "block " << b;
+    }
+  }
+}
+
+struct Weight {
+  TensorType type;
+  int64_t N, K;
+  std::vector<float> deq;  // N x K reference dequantization
+  DeviceBuffer packed;
+  size_t row_bytes = 0;
+};
+
+Weight random_weight(std::mt19937_64& rng, TensorType t, int64_t N, int64_t K) {
+  Weight w{t, N, K, std::vector<float>(size_t(N * K)), {}, 0};
+  const size_t rb = quant::row_size(t, K);
+  std::vector<uint8_t> stored(rb * size_t(N));
+  for (int64_t n = 0; n < N; ++n) {
+    const auto src = random_floats(rng, size_t(K));
+    quant::quantize_row(t, src.data(), stored.data() + n * rb, K);
+    quant::dequantize_row(t, stored.data() + n * rb, w.deq.data() + n * K, K);
+  }
+  const auto p = pack_rows(t, stored.data(), N, K);
+  w.row_bytes = p.size() / size_t(N);
+  w.packed = DeviceBuffer::of(p);
+  return w;
+}
+
+// Dot of weight row n with activation row r (dequantized q8_1), and the sum of |terms|.
+std::pair<double, double> ref_dot(const Weight& w, const std::vector<float>& xq, int64_t r, int64_t n) {
+  double s = 0, mag = 0;
+  for (int64_t k = 0; k < w.K; ++k) {
+    const double t = double(w.deq[size_t(n * w.K + k)]) * xq[size_t(r * w.K + k)];
+    s += t, mag += std::abs(t);
+  }
+  return {s, mag};
+}
+
+// q, k, v of three types in one launch (one with a residual), then gate and up with each
+// gated epilogue, which also writes its output's q8_1 form; rows 1, 3 and 11 (two passes of
+// at most 8).
+TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  const int64_t K = 512;
+  std::vector<Weight> w;
+  w.push_back(random_weight(rng, TensorType::Q4_K, 67, K));
+  w.push_back(random_weight(rng, TensorType::Q6_K, 33, K));
+  w.push_back(random_weight(rng, TensorType::Q5_0, 64, K));
+  w.push_back(random_weight(rng, TensorType::Q8_0, 64, K));
+  for (int64_t rows : {1, 3, 11}) {
+    SCOPED_TRACE(::testing::Message() << "rows " << rows);
+    const auto x = random_floats(rng, size_t(rows * K));
+    auto dx = DeviceBuffer::of(x);
+    DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * 8);
+    quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
+    const auto xq = quantize_ref(x, K, rows, K).dequantized();
+    // Store, part 1 with a residual.
+    std::vector<DeviceBuffer> ys;
+    for (int i = 0; i < 3; ++i) ys.emplace_back(size_t(rows * w[i].N) * 4), ys.back().poison();
+    const auto res = random_floats(rng, size_t(rows * w[1].N));
+    auto dres = DeviceBuffer::of(res);
+    std::vector<MatmulPart> parts;
+    for (int i = 0; i < 3; ++i)
+      parts.push_back({w[i].type, w[i].packed.get<uint8_t>(), w[i].row_bytes, w[i].N, ys[i].get<float>(), w[i].N});
+    parts[1].residual = dres.get<float>();
+    parts[1].ld_residual = w[1].N;
+    matmul_q8_parts(parts.data(), 3, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr);
+    sync();
+    for (int i = 0; i < 3; ++i) {
+      const auto y = ys[i].to_host<float>();
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t n = 0; n < w[i].N; ++n) {
+          auto [ref, mag] = ref_dot(w[i], xq, r, n);
+          const double extra = i == 1 ? res[size_t(r * w[1].N + n)] : 0.0;
+          ASSERT_NEAR(y[size_t(r * w[i].N + n)], ref + extra, 1e-5 * mag + 1e-6 * (1 + std::abs(extra)))
+              << "part " << i << " row " << r << " col " << n;
+        }
+    }
+    // Gated: gate Q5_0, up Q8_0 (equal N), with the output's q8_1 form written too.
+    const int64_t N = 64;
+    DeviceBuffer codes(size_t(rows * N)), scales(size_t(rows * N / 32) * 8), counters(size_t(N / 32) * 4);
+    LOOM_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    for (MatmulEpilogue e : {MatmulEpilogue::swiglu, MatmulEpilogue::geglu}) {
+      DeviceBuffer dy(size_t(rows * N) * 4);
+      for (auto* b : {&dy, &codes, &scales}) b->poison();
+      const MatmulPart gu[2] = {{w[2].type, w[2].packed.get<uint8_t>(), w[2].row_bytes, N, dy.get<float>(), N},
+                                {w[3].type, w[3].packed.get<uint8_t>(), w[3].row_bytes, N, nullptr, 0}};
+      matmul_q8_parts(gu, 2, e, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
+                      {codes.get<int8_t>(), scales.get<float2>(), counters.get<int>()});
+      sync();
+      const auto y = dy.to_host<float>();
+      const Q8Rows yq = quantize_ref(y, N, rows, N);
+      const auto c = codes.to_host<int8_t>();
+      const auto d = scales.to_host<float2>();
+      for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], yq.q[i]) << "output code " << i;
+      for (size_t b = 0; b < d.size(); ++b) ASSERT_TRUE(d[b].x == yq.d[b] && d[b].y == yq.sum[b]) << "output block " << b;
+      for (int v : counters.to_host<int>()) ASSERT_EQ(v, 0) << "counters are left zero";
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t n = 0; n < N; ++n) {
+          auto [g, gm] = ref_dot(w[2], xq, r, n);
+          auto [u, um] = ref_dot(w[3], xq, r, n);
+          const double act = e == MatmulEpilogue::swiglu ? g / (1 + std::exp(-g))
+                                                         : 0.5 * g * (1 + std::tanh(0.7978845608 * g * (1 + 0.044715 * g * g)));
+          // Each dot is within 1e-5 of its magnitude; the activation's slope is at most ~1.13.
+          const double tol = 1.2 * 1e-5 * gm * std::abs(u) + 1e-5 * um * std::abs(act) + 1e-5 * (1 + std::abs(act * u));
+          ASSERT_NEAR(y[size_t(r * N + n)], act * u, tol) << "row " << r << " col " << n;
+        }
+    }
+  }
+  // Refused before any launch: gated parts of unequal rows, a q8_1 output without a gated
+  // epilogue or of rows not a multiple of 32.
+  const MatmulPart gate{TensorType::Q4_K, w[0].packed.get<uint8_t>(), w[0].row_bytes, 67, nullptr, 0};
+  MatmulPart up = gate;
+  up.N = 66;
+  const MatmulPart unequal[2] = {gate, up}, equal[2] = {gate, gate};
+  int8_t* some = reinterpret_cast<int8_t*>(8);
+  EXPECT_THROW(matmul_q8_parts(unequal, 2, MatmulEpilogue::swiglu, K, nullptr, nullptr, 1, nullptr), loom::Error);
+  EXPECT_THROW(matmul_q8_parts(equal, 1, MatmulEpilogue::store, K, nullptr, nullptr, 1, nullptr,
+                               {some, reinterpret_cast<float2*>(8), reinterpret_cast<int*>(8)}),
+               loom::Error);
+  EXPECT_THROW(matmul_q8_parts(equal, 2, MatmulEpilogue::swiglu, K, nullptr, nullptr, 1, nullptr,
+                               {some, reinterpret_cast<float2*>(8), reinterpret_cast<int*>(8)}),
+               loom::Error);
+}
+
+// norm + q8 -> matmul with a residual -> norm + q8 -> ..., 24 kernels deep, captured in a graph
+// with programmatic dependent launch and replayed: the same bits as the plain launches (a
+// kernel reading before its predecessor finished would differ).
+TEST(ProgrammaticLaunch, GraphChainEqualsPlainLaunches) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  const int64_t K = 1024, depth = 12;
+  Weight w = random_weight(rng, TensorType::Q4_K, K, K);
+  auto dn = DeviceBuffer::of(random_floats(rng, size_t(K)));
+  const auto x0 = random_floats(rng, size_t(K));
+  cudaStream_t s = nullptr;
+  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto run_chain = [&](bool pdl, DeviceBuffer& x) {
+    DeviceBuffer h{size_t(K) * 4}, q{size_t(K)}, ds{size_t(K / 32) * 8};
+    x.upload(x0.data(), x.bytes());
+    const bool was = programmatic_launch();
+    programmatic_launch() = pdl;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int64_t i = 0; i < depth; ++i) {
+      rms_norm_q8(x.get<float>(), dn.get<float>(), 1e-5f, h.get<float>(), 1, K, q.get<int8_t>(), ds.get<float2>(), s);
+      MatmulPart p{w.type, w.packed.get<uint8_t>(), w.row_bytes, K, x.get<float>(), K, x.get<float>(), K};
+      matmul_q8_parts(&p, 1, MatmulEpilogue::store, K, q.get<int8_t>(), ds.get<float2>(), 1, s);
+    }
+    LOOM_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    programmatic_launch() = was;
+    LOOM_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    LOOM_CUDA_CHECK(cudaGraphLaunch(ge, s));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  };
+  DeviceBuffer plain(size_t(K) * 4), pdl(size_t(K) * 4);
+  run_chain(false, plain);
+  run_chain(true, pdl);
+  cudaStreamDestroy(s);
+  expect_same_bits<float>(plain, pdl, "chain output");
+}
+
+}  // namespace
+}  // namespace loom::backend::cuda
