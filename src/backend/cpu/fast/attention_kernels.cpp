@@ -312,18 +312,33 @@ void values_tile_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int
   for (int h = 0; h < NH; ++h) i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
   if (i_lo >= i_hi) return;
   __m256 a[NH][NC];
+#pragma GCC unroll 8
   for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) a[h][c] = _mm256_loadu_ps(acc + (h0 + h) * G.vd + c0 + 8 * c);
   const float* wh[NH];
   for (int h = 0; h < NH; ++h) wh[h] = w + (h0 + h) * ld;
   for (int64_t i = i_lo; i < i_hi; ++i) {
     const uint8_t* row = rows + size_t(i) * stride;
-    if constexpr (Same) {
+    if constexpr (Same && NC > 2) {  // the weights first: NH + 1 + NH·NC registers
       __m256 b[NH];
+#pragma GCC unroll 8
       for (int h = 0; h < NH; ++h) b[h] = _mm256_broadcast_ss(wh[h] + i);
+#pragma GCC unroll 8
       for (int c = 0; c < NC; ++c) {
         const __m256 v = load8<E>(row, c0 + 8 * c);
+#pragma GCC unroll 8
         for (int h = 0; h < NH; ++h) a[h][c] = _mm256_fmadd_ps(b[h], v, a[h][c]);
+      }
+    } else if constexpr (Same) {  // the values first: NC + 1 + NH·NC registers
+      __m256 v[NC];
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) v[c] = load8<E>(row, c0 + 8 * c);
+#pragma GCC unroll 8
+      for (int h = 0; h < NH; ++h) {
+        const __m256 b = _mm256_broadcast_ss(wh[h] + i);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) a[h][c] = _mm256_fmadd_ps(b, v[c], a[h][c]);
       }
     } else {
       __m256 v[NC];
@@ -348,23 +363,30 @@ void values_heads_avx2(const Geometry& G, const uint8_t* rows, size_t stride, in
   else values_tile_avx2<E, NC, NH, false>(G, rows, stride, count, w, ld, acc, h0, c0, r);
 }
 
-template <KvElem E, int NC>
+template <KvElem E, int NC, int NH>
 void values_cols_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
                       float* acc, int64_t c0, HeadRanges r) {
-  // 3 heads x 4 column vectors: 12 accumulators, 3 broadcast weights and the value vector
-  // fill the 16 registers (a GQA group of 3 is one tile; a prefill block of them, many).
   int64_t h = 0;
+  for (; h + NH <= G.heads; h += NH) values_heads_avx2<E, NC, NH>(G, rows, stride, count, w, ld, acc, h, c0, r);
   for (; h + 3 <= G.heads; h += 3) values_heads_avx2<E, NC, 3>(G, rows, stride, count, w, ld, acc, h, c0, r);
   for (; h + 2 <= G.heads; h += 2) values_heads_avx2<E, NC, 2>(G, rows, stride, count, w, ld, acc, h, c0, r);
   for (; h < G.heads; ++h) values_heads_avx2<E, NC, 1>(G, rows, stride, count, w, ld, acc, h, c0, r);
 }
 
+// 12 accumulators either way. Many heads (a prefill block): 6 heads x 16 columns, so a key
+// costs 2 value loads and 6 broadcasts per 12 FMAs. A GQA group of 3 (decode): 3 heads x 32
+// columns, which the compiler feeds by folding the value loads into the FMAs (4 loads more,
+// still under the FMAs' 6 cycles with few heads).
 template <KvElem E>
 void values_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
                  float* acc, HeadRanges r) {
   int64_t c = 0;
-  for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4>(G, rows, stride, count, w, ld, acc, c, r);
-  for (; c + 8 <= G.vd; c += 8) values_cols_avx2<E, 1>(G, rows, stride, count, w, ld, acc, c, r);
+  if (G.heads >= 6) {
+    for (; c + 16 <= G.vd; c += 16) values_cols_avx2<E, 2, 6>(G, rows, stride, count, w, ld, acc, c, r);
+  } else {
+    for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4, 3>(G, rows, stride, count, w, ld, acc, c, r);
+  }
+  for (; c + 8 <= G.vd; c += 8) values_cols_avx2<E, 1, 3>(G, rows, stride, count, w, ld, acc, c, r);
 }
 
 template <KvElem E>
