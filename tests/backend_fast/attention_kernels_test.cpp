@@ -9,6 +9,7 @@
 // bits whichever other heads and keys share the call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,7 @@
 #include "backend/cpu/fast/attention_kernels.h"
 #include "backend/cpu/fast/kv_elem.h"
 #include "backend/cpu/fast/vec_math.h"
+#include "quant/fp16.h"
 
 namespace loom::backend::cpu::fast {
 namespace {
@@ -82,7 +84,9 @@ TEST(AttentionKernels, ScoresMatchScalarWithinDotProductBound) {
       const auto q = normal(rng, size_t(sh.heads * sh.hd), 0.5f);
       const int64_t ld = sh.count + 3;
       std::vector<float> got(static_cast<size_t>(sh.heads * ld), -7.f), ref(got), row(static_cast<size_t>(sh.hd));
-      const AttentionGeometry G{e, sh.hd, sh.hd, sh.heads, k.stride, k.stride};
+      // Odd runs with the attention scale folded in (a power of two: exact, so the bound scales).
+      const float scale = sh.count % 2 ? 0.125f : 1.f;
+      const AttentionGeometry G{e, sh.hd, sh.hd, sh.heads, k.stride, k.stride, scale};
       scores_run(G, q.data(), k.bytes.data(), k.stride, sh.count, got.data(), ld, row.data());
       scores_scalar(G, q.data(), k.bytes.data(), k.stride, sh.count, ref.data(), ld, row.data());
       for (int64_t h = 0; h < sh.heads; ++h)
@@ -94,7 +98,7 @@ TEST(AttentionKernels, ScoresMatchScalarWithinDotProductBound) {
           }
           double mag = 0;
           for (int64_t d = 0; d < sh.hd; ++d) mag += std::fabs(double(q[size_t(h * sh.hd + d)]) * k.exact[size_t(i * sh.hd + d)]);
-          ASSERT_LE(std::fabs(double(got[at]) - ref[at]), 2 * gamma(sh.hd) * mag)
+          ASSERT_LE(std::fabs(double(got[at]) - ref[at]), 2 * gamma(sh.hd) * mag * scale)
               << name(e) << " hd " << sh.hd << " heads " << sh.heads << " count " << sh.count << " head " << h
               << " key " << i << " seed " << seed;
         }
@@ -211,6 +215,14 @@ TEST(AttentionKernels, HeadResultsDoNotDependOnTheirCompany) {
 // its domain; the softmax pieces built on it within that plus their sums' γ_n.
 constexpr double kExpRel = 2e-7;
 
+TEST(SoftmaxPieces, RowMaxIsExact) {
+  std::mt19937_64 rng(fresh_seed());
+  for (int64_t n : {1, 7, 8, 9, 100, 1000}) {
+    const auto s = normal(rng, size_t(n), 10.f);
+    EXPECT_EQ(row_max(s.data(), n), *std::max_element(s.begin(), s.end())) << n;
+  }
+}
+
 TEST(SoftmaxPieces, ScaleMaxIsExact) {
   std::mt19937_64 rng(fresh_seed());
   for (int64_t n : {1, 7, 8, 9, 100, 1000}) {
@@ -279,6 +291,38 @@ TEST(SoftmaxPieces, VectorExpWithinStatedRelativeError) {
 #else
   GTEST_SKIP() << "this build has no vector exp (the scalar softmax uses std::exp)";
 #endif
+}
+
+// round_f16 (the queries met by an f16 cache) is round-to-nearest-even to f16, bit for bit as
+// the scalar conversion, at every vector width and in the tail.
+TEST(VecMath, RoundF16MatchesScalarRounding) {
+  std::mt19937_64 rng(fresh_seed());
+  for (int64_t n : {1, 7, 8, 9, 64, 67}) {
+    auto x = normal(rng, size_t(n), 3.f);
+    x[0] = 65520.f;  // rounds up to infinity
+    if (n > 1) x[1] = 1e-7f;  // an f16 subnormal
+    auto ref = x;
+    for (auto& v : ref) v = loom::quant::round_to_fp16(v);
+    round_f16(x.data(), n);
+    ASSERT_EQ(0, std::memcmp(x.data(), ref.data(), x.size() * sizeof(float))) << n;
+  }
+}
+
+// swiglu_row: silu(g)·u with the vector exp, within exp's relative error plus the four
+// roundings (negation-free add, divide, multiply, and the reference's) of the exact value.
+TEST(VecMath, SwigluWithinContract) {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (int64_t n : {1, 8, 13, 576, 1536}) {
+    const auto g = normal(rng, size_t(n), 4.f), u = normal(rng, size_t(n), 1.f);
+    std::vector<float> o(static_cast<size_t>(n));
+    swiglu_row(g.data(), u.data(), o.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = g[size_t(i)], exact = x / (1.0 + std::exp(-x)) * double(u[size_t(i)]);
+      ASSERT_LE(std::fabs(double(o[size_t(i)]) - exact), (kExpRel + 4 * kU) * std::fabs(exact))
+          << "x " << x << " n " << n << " seed " << seed;
+    }
+  }
 }
 
 }  // namespace

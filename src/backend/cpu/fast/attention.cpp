@@ -99,7 +99,8 @@ struct Job {
   }
 
   // Pass 1 for chunk ci: scores of every head over the chunk's keys into sc ([heads][ld],
-  // column 0 = position pr.lo), then each row's softcap, scale and max m_c over its part, and
+  // column 0 = position pr.lo; scaled by the kernel unless there is a softcap, which must see
+  // the raw score), then each row's softcap and scale, its max m_c over its part, and
   // the part replaced by exp(s - m_c) with its sum l_c (the one exp a score gets).
   void scores(int64_t ci, const float* qh, float* sc, int64_t ld, float* st, float* row) const {
     const Chunk& c = chunks[size_t(ci)];
@@ -118,9 +119,12 @@ struct Job {
         if (f >= t) continue;
         float* s = sc + h * ld + (f - pr.lo);
         const int64_t n = t - f;
-        if (a.softcap > 0)
+        if (a.softcap > 0) {  // the kernel left the scale out: tanh takes the raw score
           for (int64_t j = 0; j < n; ++j) s[j] = std::tanh(s[j] / a.softcap) * a.softcap;
-        st[h] = scale_max(s, n, a.scale);
+          st[h] = scale_max(s, n, a.scale);
+        } else {
+          st[h] = row_max(s, n);
+        }
         st[PG.heads + h] = float(exp_store_sum(s, n, st[h]));
       }
     }
@@ -239,7 +243,8 @@ void run_attention(const Step& s, Exec& e) {
   });
 
   const int64_t group = a.n_head / a.n_kv;
-  Job job{a, e, q, out, Geometry{elem, a.head_dim, a.value_dim, group, kv_row_bytes(elem, kw), kv_row_bytes(elem, vw)},
+  Job job{a, e, q, out, Geometry{elem, a.head_dim, a.value_dim, group, kv_row_bytes(elem, kw), kv_row_bytes(elem, vw),
+                                   a.softcap > 0 ? 1.f : a.scale},
           group, a.n_head * a.head_dim, a.n_head * a.value_dim, {}, {}, {}, {}};
   const int32_t chunk = a.chunk > 0 ? a.chunk : kDefaultChunk;
   const int64_t block_rows = a.rows > 0 ? a.rows : kDefaultRows;

@@ -20,7 +20,7 @@ void scores_scalar(const Geometry& G, const float* q, const uint8_t* rows, size_
     for (int64_t h = 0; h < G.heads; ++h) {
       float s = 0.f;
       for (int64_t d = 0; d < G.hd; ++d) s += q[h * G.hd + d] * row[d];
-      sc[h * ld + i] = s;
+      sc[h * ld + i] = s * G.score_scale;
     }
   }
 }
@@ -115,7 +115,8 @@ void scores_avx512(const Geometry& G, const float* q, const uint8_t* rows, size_
         }
         t[u] = _mm512_add_ps(a0, a1);
       }
-      _mm512_mask_storeu_ps(sc + h * ld + i0, m, _mm512_permutexvar_ps(order, reduce16_unordered(t)));
+      _mm512_mask_storeu_ps(sc + h * ld + i0, m,
+                            _mm512_mul_ps(_mm512_permutexvar_ps(order, reduce16_unordered(t)), _mm512_set1_ps(G.score_scale)));
     }
   }
 }
@@ -248,7 +249,7 @@ inline void transpose_keys(const uint8_t* rows, size_t stride, int64_t nk, float
 // k_u alone; NH × NK independent chains hide the FMA latency, and the q elements are broadcast
 // from memory (a load, no shuffle), so the loop issues about one load per two FMAs.
 template <int HD, int NK, int NH>
-inline void score_tile(const float* q, const float* kt, float* sc, int64_t ld, int64_t nk) {
+inline void score_tile(const float* q, const float* kt, float* sc, int64_t ld, int64_t nk, float scale) {
   // The loops over heads and key vectors are unrolled before scalar replacement so the
   // accumulators live in registers (left as loops, GCC keeps the array on the stack).
   __m256 a[NH][NK];
@@ -268,8 +269,11 @@ inline void score_tile(const float* q, const float* kt, float* sc, int64_t ld, i
       for (int v = 0; v < NK; ++v) a[h][v] = _mm256_fmadd_ps(b, k[v], a[h][v]);
     }
   }
+  const __m256 vs = _mm256_set1_ps(scale);
 #pragma GCC unroll 16
   for (int h = 0; h < NH; ++h) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NK; ++v) a[h][v] = _mm256_mul_ps(a[h][v], vs);
     float* s = sc + h * ld;
     if (nk == 8 * NK) {
 #pragma GCC unroll 4
@@ -294,10 +298,10 @@ void scores_avx2(const Geometry& G, const float* q, const uint8_t* rows, size_t 
     const int64_t nk = std::min<int64_t>(8 * NK, count - i0);
     transpose_keys<E, HD, NK>(rows + size_t(i0) * stride, stride, nk, kt);
     int64_t h = 0;
-    for (; h + NH <= G.heads; h += NH) score_tile<HD, NK, NH>(q + h * HD, kt, sc + h * ld + i0, ld, nk);
-    for (; h + 3 <= G.heads; h += 3) score_tile<HD, NK, 3>(q + h * HD, kt, sc + h * ld + i0, ld, nk);
-    for (; h + 2 <= G.heads; h += 2) score_tile<HD, NK, 2>(q + h * HD, kt, sc + h * ld + i0, ld, nk);
-    for (; h < G.heads; ++h) score_tile<HD, NK, 1>(q + h * HD, kt, sc + h * ld + i0, ld, nk);
+    for (; h + NH <= G.heads; h += NH) score_tile<HD, NK, NH>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
+    for (; h + 3 <= G.heads; h += 3) score_tile<HD, NK, 3>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
+    for (; h + 2 <= G.heads; h += 2) score_tile<HD, NK, 2>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
+    for (; h < G.heads; ++h) score_tile<HD, NK, 1>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
   }
 }
 

@@ -25,6 +25,7 @@ struct AttentionGeometry {
   KvElem elem;
   int64_t hd, vd, heads;
   size_t k_stride, v_stride;  // bytes per cached row
+  float score_scale = 1.f;    // scores come out as (q · k) * score_scale: one rounding after the sum
 };
 
 // Each head's active keys within a run of `count` rows: [from[h], to[h]), 0 ≤ from ≤ to ≤ count.
@@ -33,7 +34,7 @@ struct HeadRanges {
   const int32_t* to;
 };
 
-// sc[h * ld + i] = q_h · k_i for the run's `count` key rows (row i at rows + i * stride, the
+// sc[h * ld + i] = (q_h · k_i) * score_scale for the run's `count` key rows (row i at rows + i * stride, the
 // head's first byte); q: `heads` vectors of hd floats. row: scratch of hd floats.
 void scores_run(const AttentionGeometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
                 float* sc, int64_t ld, float* row);

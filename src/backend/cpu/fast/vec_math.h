@@ -79,6 +79,13 @@ inline void swiglu_row(const float* g, const float* u, float* o, int64_t n) {
     const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
     _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
   }
+#elif defined(__AVX2__)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+  }
 #endif
   for (; i < n; ++i) o[i] = silu1(g[i]) * u[i];
 }
@@ -190,6 +197,25 @@ inline float scale_max(float* s, int64_t n, float scale) {
   for (const float l : lanes) mx = std::max(mx, l);
 #endif
   for (; j < n; ++j) s[j] *= scale, mx = std::max(mx, s[j]);
+  return mx;
+}
+
+// max_j s[j] (n >= 1), exact: the softmax max of scores that come out of the kernel scaled.
+inline float row_max(const float* s, int64_t n) {
+  int64_t j = 0;
+  float mx = -INFINITY;
+#if defined(__AVX512F__)
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (; j + 16 <= n; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(s + j));
+  mx = _mm512_reduce_max_ps(m);
+#elif defined(__AVX2__)
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  for (const float l : lanes) mx = std::max(mx, l);
+#endif
+  for (; j < n; ++j) mx = std::max(mx, s[j]);
   return mx;
 }
 
