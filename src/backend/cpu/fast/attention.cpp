@@ -17,9 +17,9 @@
 //     rounds the normalized weights; within one chunk exactly exp(s_j - M) · (1 / S)), and
 //     the chunk's partial Σ w_j v_j in ascending j;
 //   - merge: the row's partial outputs summed in chunk order.
-// What does depend on the batch is only how work is shared: up to `rows` (16) consecutive rows of one
-// sequence form a block whose query heads (rows × heads of a kv head) read each key and value
-// row once; keys outside a row's range are masked out of its sums, never added as zeros. Many
+// What does depend on the batch is only how work is shared: up to `rows` (16) consecutive rows
+// of one sequence form a block whose query heads (rows × heads of a kv head) read each key and
+// value row once; keys outside a row's range are masked out of its sums, never added as zeros. Many
 // blocks: one task per (block, kv head) with its buffers in thread scratch; few (decode): the
 // chunks are tasks of their own, so one sequence's KV range is streamed by every thread.
 //
