@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -210,6 +211,21 @@ TEST(FastScheduleKeys, AttentionChunk) {
   expect_within_contract(fx.ref, got, fx.sm.spec.V, "attention = {chunk = 4}");
 }
 
+// Rows per attention block only changes how many heads share each key tile: every row's
+// arithmetic is its own (batch invariance), so the logits stay bit for bit. 3 rows: the 9-row
+// prefill splits into three blocks, none with the default's 16.
+TEST(FastScheduleKeys, AttentionRows) {
+  Fixture fx;
+  EXPECT_NE(fx.base_plan.find("block rows 16 (default)"), std::string::npos) << fx.base_plan;
+  std::vector<float> got;
+  const std::string plan = fx.run_with({per_op("attention", "", "rows", int64_t(3))}, &got);
+  EXPECT_NE(plan.find("block rows 3"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("block rows 3 (default)"), std::string::npos) << plan;
+  expect_within_contract(fx.ref, got, fx.sm.spec.V, "attention = {rows = 3}");
+  ASSERT_EQ(got.size(), fx.base.size());
+  EXPECT_EQ(0, std::memcmp(got.data(), fx.base.data(), got.size() * sizeof(float)));
+}
+
 TEST(FastScheduleKeys, DumpDirAndProfile) {
   Fixture fx;
   const auto dir = std::filesystem::temp_directory_path() / ("loom_dump_" + std::to_string(::getpid()));
@@ -245,6 +261,7 @@ TEST(FastScheduleKeys, UnknownKeyAndOutOfRangeAreRejectedWithLocation) {
   fails("schedule { matmul(@blk*) = {split_k = 2} }", "has no key 'matmul setting split_k'");
   fails("schedule { threads = -1 }", fmt::format("p.loom:{}:12: schedule: threads must be an integer in [0, 1024], found -1", line));
   fails("schedule { attention = {chunk = 2000000} }", "attention setting chunk must be an integer in [0, 1048576]");
+  fails("schedule { attention = {rows = 257} }", "attention setting rows must be an integer in [0, 256]");
   fails("schedule { matmul = {layout = \"tiled\"} }", "must be one of \"packed\", \"rows\", found \"tiled\"");
   fails("schedule { isa = \"avx1024\" }", "isa must be one of");
 }

@@ -8,27 +8,31 @@
 // batch, its prompt in one chunk or several, after a prefix-cache hit or not). Every choice
 // that could change a row's arithmetic depends only on the row's own position:
 //   - the KV range is cut into chunks at multiples of `chunk` absolute positions (split-K);
-//   - pass 1, per chunk: scores s_j = q·k_j (softcapped, scaled), the chunk's max m_c and
-//     l_c = Σ exp(s_j - m_c) over the row's part of the chunk;
-//   - pass 2, per chunk: M = max_c m_c, S = Σ_c l_c·exp(m_c - M) over the row's chunks in order,
-//     w_j = exp(s_j - M) / S (rounded to f16 with an f16 cache, as llama.cpp rounds the
-//     normalized weights), and the chunk's partial Σ w_j v_j in ascending j;
+//   - pass 1, per chunk: scores s_j = q·k_j (softcapped, scaled), the chunk's max m_c, and
+//     p_j = exp(s_j - m_c) in place of s_j with l_c = Σ p_j over the row's part of the chunk
+//     (the one exp a score gets);
+//   - then M = max_c m_c, S = Σ_c l_c·exp(m_c - M) over the row's chunks in order, and per
+//     chunk the factor exp(m_c - M) / S;
+//   - pass 2, per chunk: w_j = p_j · factor (rounded to f16 with an f16 cache, as llama.cpp
+//     rounds the normalized weights; within one chunk exactly exp(s_j - M) · (1 / S)), and
+//     the chunk's partial Σ w_j v_j in ascending j;
 //   - merge: the row's partial outputs summed in chunk order.
-// What does depend on the batch is only how work is shared: up to 16 consecutive rows of one
-// sequence form a block whose query heads (rows × heads of a kv head) read each key and value
-// row once; keys outside a row's range are masked out of its sums, never added as zeros. Many
+// What does depend on the batch is only how work is shared: up to `rows` (16) consecutive rows
+// of one sequence form a block whose query heads (rows × heads of a kv head) read each key and
+// value row once; keys outside a row's range are masked out of its sums, never added as zeros. Many
 // blocks: one task per (block, kv head) with its buffers in thread scratch; few (decode): the
 // chunks are tasks of their own, so one sequence's KV range is streamed by every thread.
 //
-// The kernels read 16 keys at a time (8 on the AVX2 level): the dot products of a head are
-// reduced together by a transpose-add tree (no horizontal sum per key), values accumulate in
-// registers. Other builds run the scalar kernels. Rows are
-// read through kv_rows.h (contiguous runs within the cache's blocks), elements via kv_elem.h.
+// The kernels (attention_kernels.h) convert a tile of keys once for all the heads of a call
+// and keep every head's sums in registers; their arithmetic per score and per output element
+// is fixed by its own operands, never by the tile. Rows are read through kv_rows.h
+// (contiguous runs within the cache's blocks), elements via kv_elem.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/fast/attention_kernels.h"
 #include "backend/cpu/fast/kv_elem.h"
 #include "backend/cpu/fast/kv_rows.h"
 #include "backend/cpu/fast/plan.h"
@@ -39,357 +43,10 @@ namespace loom::backend::cpu::fast {
 
 namespace {
 
+using Geometry = AttentionGeometry;
+
 constexpr int32_t kDefaultChunk = 256;  // positions per split-K chunk (schedule: attention = {chunk})
-constexpr int64_t kBlockRows = 16;      // rows of one sequence sharing each key and value read
-
-// One task's view: `heads` query vectors (rows × query heads of one kv head) over one kv head.
-struct Geometry {
-  KvElem elem;
-  int64_t hd, vd, heads;
-  size_t k_stride, v_stride;  // bytes per cached row
-};
-
-// Each head's active keys within a run of `count` rows: [from[h], to[h]), 0 ≤ from ≤ to ≤ count.
-struct HeadRanges {
-  const int32_t* from;
-  const int32_t* to;
-};
-
-// ---- scalar kernels (every build; every head width) ----
-
-void scores_scalar(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
-                   int64_t ld, float* row) {
-  for (int64_t i = 0; i < count; ++i) {
-    kv_row_to_f32(G.elem, rows + size_t(i) * stride, row, G.hd);
-    for (int64_t h = 0; h < G.heads; ++h) {
-      float s = 0.f;
-      for (int64_t d = 0; d < G.hd; ++d) s += q[h * G.hd + d] * row[d];
-      sc[h * ld + i] = s;
-    }
-  }
-}
-
-void values_scalar(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
-                   float* acc, float* row, HeadRanges r) {
-  for (int64_t i = 0; i < count; ++i) {
-    kv_row_to_f32(G.elem, rows + size_t(i) * stride, row, G.vd);
-    for (int64_t h = 0; h < G.heads; ++h) {
-      if (i < r.from[h] || i >= r.to[h]) continue;
-      const float wh = w[h * ld + i];
-      for (int64_t d = 0; d < G.vd; ++d) acc[h * G.vd + d] += wh * row[d];
-    }
-  }
-}
-
-#if defined(__AVX512F__)
-
-// 16 columns [c, c + 16) of a cached row (c a multiple of 16) as f32.
-template <KvElem E>
-inline __m512 load16(const uint8_t* row, int64_t c) {
-  if constexpr (E == KvElem::f32) {
-    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
-  } else if constexpr (E == KvElem::f16) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + c)));
-  } else {
-    const auto* b = reinterpret_cast<const loom::quant::BlockQ8_0*>(row) + c / 32;
-    const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + c % 32)));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(b->d)));
-  }
-}
-
-// r[i] = Σ lanes of v[i], for 16 vectors: pairs of vectors are folded into one by adding their
-// halves, four times (15 shuffle pairs and adds for 16 sums).
-inline __m512 reduce16_unordered(const __m512* v) {
-  __m512 a[8], b[4], c[2];
-  for (int i = 0; i < 8; ++i)
-    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  for (int i = 0; i < 4; ++i)
-    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  for (int i = 0; i < 2; ++i)
-    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// The tree leaves the sums in a fixed lane order; this permutation puts sum i in lane i.
-inline __m512i reduce16_order() {
-  static const __m512i order = [] {
-    __m512 v[16];
-    for (int i = 0; i < 16; ++i) v[i] = _mm512_set1_ps(float(i));
-    alignas(64) float lane[16];
-    _mm512_store_ps(lane, reduce16_unordered(v));
-    alignas(64) int32_t idx[16];
-    for (int l = 0; l < 16; ++l) idx[int(lane[l] / 16.0f)] = l;
-    return _mm512_load_si512(idx);
-  }();
-  return order;
-}
-
-// sc[h * ld + i] = q_h · k_i for the run's rows, 16 keys at a time. ND = head_dim / 16. A
-// score's arithmetic depends only on q_h and k_i (the tree reduces each vector on its own):
-// a0 = q[0:16]·k[0:16] lane-wise, then the even 16-blocks FMA'd into a0 and the odd into a1,
-// a0 + a1, and the lanes summed by reduce16. The 16 keys are converted to f32 once; each head
-// keeps its 16 partial vectors in registers.
-template <KvElem E, int ND>
-void scores_avx512(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
-                   int64_t ld) {
-  alignas(64) float kt[16][16 * ND];
-  const __m512i order = reduce16_order();
-  for (int64_t i0 = 0; i0 < count; i0 += 16) {
-    const int64_t nk = std::min<int64_t>(16, count - i0);
-    for (int64_t u = 0; u < 16; ++u)
-      for (int d = 0; d < ND; ++d)
-        _mm512_store_ps(kt[u] + 16 * d, u < nk ? load16<E>(rows + size_t(i0 + u) * stride, 16 * d) : _mm512_setzero_ps());
-    const __mmask16 m = __mmask16((1u << nk) - 1);
-    for (int64_t h = 0; h < G.heads; ++h) {
-      const float* qh = q + h * (16 * ND);
-      __m512 t[16];
-#pragma GCC unroll 16
-      for (int u = 0; u < 16; ++u) {
-        __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_load_ps(kt[u])), a1 = _mm512_setzero_ps();
-#pragma GCC unroll 16
-        for (int d = 1; d < ND; ++d) {
-          if (d % 2) a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * d), _mm512_load_ps(kt[u] + 16 * d), a1);
-          else a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * d), _mm512_load_ps(kt[u] + 16 * d), a0);
-        }
-        t[u] = _mm512_add_ps(a0, a1);
-      }
-      _mm512_mask_storeu_ps(sc + h * ld + i0, m, _mm512_permutexvar_ps(order, reduce16_unordered(t)));
-    }
-  }
-}
-
-// acc[h][c0 + ...] += Σ_i w[h * ld + i] v_i for NH heads from h0 and NC·16 columns from c0, in
-// ascending i over each head's range. Full: every head's range is the whole run. Otherwise a
-// key outside a head's range leaves its accumulators untouched (a masked FMA): adding
-// 0 · v_i instead would turn an infinite v_i into NaN and a -0 sum into +0.
-template <KvElem E, int NC, int NH, bool Full>
-void values_tile(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
-                 float* acc, int64_t h0, int64_t c0, HeadRanges r) {
-  int64_t i_lo = count, i_hi = 0;
-  for (int h = 0; h < NH; ++h) i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
-  if (i_lo >= i_hi) return;
-  __m512 a[NH][NC];
-  for (int h = 0; h < NH; ++h)
-    for (int c = 0; c < NC; ++c) a[h][c] = _mm512_loadu_ps(acc + (h0 + h) * G.vd + c0 + 16 * c);
-  for (int64_t i = i_lo; i < i_hi; ++i) {
-    const uint8_t* row = rows + size_t(i) * stride;
-    __m512 v[NC];
-    for (int c = 0; c < NC; ++c) v[c] = load16<E>(row, c0 + 16 * c);
-    for (int h = 0; h < NH; ++h) {
-      const __m512 wh = _mm512_set1_ps(w[(h0 + h) * ld + i]);
-      if constexpr (Full) {
-        for (int c = 0; c < NC; ++c) a[h][c] = _mm512_fmadd_ps(wh, v[c], a[h][c]);
-      } else {
-        const __mmask16 on = (i >= r.from[h0 + h] && i < r.to[h0 + h]) ? __mmask16(0xFFFF) : __mmask16(0);
-        for (int c = 0; c < NC; ++c) a[h][c] = _mm512_mask3_fmadd_ps(wh, v[c], a[h][c], on);
-      }
-    }
-  }
-  for (int h = 0; h < NH; ++h)
-    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(acc + (h0 + h) * G.vd + c0 + 16 * c, a[h][c]);
-}
-
-template <KvElem E, int NC, int NH>
-void values_heads(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
-                  float* acc, int64_t h0, int64_t c0, HeadRanges r) {
-  bool full = true;
-  for (int h = 0; h < NH; ++h) full = full && r.from[h0 + h] == 0 && r.to[h0 + h] == count;
-  if (full) values_tile<E, NC, NH, true>(G, rows, stride, count, w, ld, acc, h0, c0, r);
-  else values_tile<E, NC, NH, false>(G, rows, stride, count, w, ld, acc, h0, c0, r);
-}
-
-template <KvElem E, int NC>
-void values_cols(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
-                 float* acc, int64_t c0, HeadRanges r) {
-  // Accumulators NH x NC plus the row's NC vectors stay within the 32 registers.
-  constexpr int kHeads = NC >= 8 ? 2 : 4;
-  int64_t h = 0;
-  for (; h + kHeads <= G.heads; h += kHeads) values_heads<E, NC, kHeads>(G, rows, stride, count, w, ld, acc, h, c0, r);
-  for (; h + 2 <= G.heads; h += 2) values_heads<E, NC, 2>(G, rows, stride, count, w, ld, acc, h, c0, r);
-  for (; h < G.heads; ++h) values_heads<E, NC, 1>(G, rows, stride, count, w, ld, acc, h, c0, r);
-}
-
-template <KvElem E>
-void values_avx512(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
-                   float* acc, HeadRanges r) {
-  int64_t c = 0;
-  for (; c + 128 <= G.vd; c += 128) values_cols<E, 8>(G, rows, stride, count, w, ld, acc, c, r);
-  for (; c + 64 <= G.vd; c += 64) values_cols<E, 4>(G, rows, stride, count, w, ld, acc, c, r);
-  for (; c + 16 <= G.vd; c += 16) values_cols<E, 1>(G, rows, stride, count, w, ld, acc, c, r);
-}
-
-template <KvElem E>
-bool scores_avx512_dispatch(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
-                            float* sc, int64_t ld) {
-  switch (G.hd) {
-    case 32: scores_avx512<E, 2>(G, q, rows, stride, count, sc, ld); return true;
-    case 64: scores_avx512<E, 4>(G, q, rows, stride, count, sc, ld); return true;
-    case 128: scores_avx512<E, 8>(G, q, rows, stride, count, sc, ld); return true;
-    case 256: scores_avx512<E, 16>(G, q, rows, stride, count, sc, ld); return true;
-    default: return false;
-  }
-}
-
-#elif defined(__AVX2__)
-
-// The AVX2 level (no AVX-512: e.g. AMD Zen 2/3), the same arithmetic shape as above in 8 lanes.
-
-// 8 columns [c, c + 8) of a cached row (c a multiple of 8) as f32.
-template <KvElem E>
-inline __m256 load8(const uint8_t* row, int64_t c) {
-  if constexpr (E == KvElem::f32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
-  } else if constexpr (E == KvElem::f16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + c)));
-  } else {
-    const auto* b = reinterpret_cast<const loom::quant::BlockQ8_0*>(row) + c / 32;
-    const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + c % 32)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(_cvtsh_ss(b->d)));
-  }
-}
-
-// Lane i = Σ lanes of t[i], for 8 vectors (each reduced on its own by a fixed tree).
-inline __m256 reduce8(const __m256* t) {
-  const __m256 s01 = _mm256_hadd_ps(t[0], t[1]), s23 = _mm256_hadd_ps(t[2], t[3]);
-  const __m256 s45 = _mm256_hadd_ps(t[4], t[5]), s67 = _mm256_hadd_ps(t[6], t[7]);
-  const __m256 a = _mm256_hadd_ps(s01, s23), b = _mm256_hadd_ps(s45, s67);
-  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
-}
-
-// sc[h * ld + i] = q_h · k_i, 8 keys at a time. ND = head_dim / 8. A score's arithmetic depends
-// only on q_h and k_i: even 8-blocks FMA'd into a0, odd into a1, a0 + a1, lanes summed by reduce8.
-template <KvElem E, int ND>
-void scores_avx2(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
-                 int64_t ld) {
-  alignas(32) float kt[8][8 * ND];
-  for (int64_t i0 = 0; i0 < count; i0 += 8) {
-    const int64_t nk = std::min<int64_t>(8, count - i0);
-    for (int64_t u = 0; u < 8; ++u)
-      for (int d = 0; d < ND; ++d)
-        _mm256_store_ps(kt[u] + 8 * d, u < nk ? load8<E>(rows + size_t(i0 + u) * stride, 8 * d) : _mm256_setzero_ps());
-    for (int64_t h = 0; h < G.heads; ++h) {
-      const float* qh = q + h * (8 * ND);
-      __m256 t[8];
-#pragma GCC unroll 8
-      for (int u = 0; u < 8; ++u) {
-        __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_load_ps(kt[u])), a1 = _mm256_setzero_ps();
-#pragma GCC unroll 16
-        for (int d = 1; d < ND; ++d) {
-          if (d % 2) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * d), _mm256_load_ps(kt[u] + 8 * d), a1);
-          else a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * d), _mm256_load_ps(kt[u] + 8 * d), a0);
-        }
-        t[u] = _mm256_add_ps(a0, a1);
-      }
-      const __m256 r = reduce8(t);
-      if (nk == 8) {
-        _mm256_storeu_ps(sc + h * ld + i0, r);
-      } else {
-        alignas(32) float tmp[8];
-        _mm256_store_ps(tmp, r);
-        std::memcpy(sc + h * ld + i0, tmp, size_t(nk) * sizeof(float));
-      }
-    }
-  }
-}
-
-// As values_tile above: acc[h][c0 + ...] += Σ_i w[h * ld + i] v_i in ascending i over each
-// head's range; a key outside a head's range leaves its accumulators untouched.
-template <KvElem E, int NC, int NH>
-void values_tile_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w,
-                      int64_t ld, float* acc, int64_t h0, int64_t c0, HeadRanges r) {
-  int64_t i_lo = count, i_hi = 0;
-  for (int h = 0; h < NH; ++h) i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
-  if (i_lo >= i_hi) return;
-  __m256 a[NH][NC];
-  for (int h = 0; h < NH; ++h)
-    for (int c = 0; c < NC; ++c) a[h][c] = _mm256_loadu_ps(acc + (h0 + h) * G.vd + c0 + 8 * c);
-  for (int64_t i = i_lo; i < i_hi; ++i) {
-    const uint8_t* row = rows + size_t(i) * stride;
-    __m256 v[NC];
-    for (int c = 0; c < NC; ++c) v[c] = load8<E>(row, c0 + 8 * c);
-    for (int h = 0; h < NH; ++h) {
-      if (i < r.from[h0 + h] || i >= r.to[h0 + h]) continue;
-      const __m256 wh = _mm256_set1_ps(w[(h0 + h) * ld + i]);
-      for (int c = 0; c < NC; ++c) a[h][c] = _mm256_fmadd_ps(wh, v[c], a[h][c]);
-    }
-  }
-  for (int h = 0; h < NH; ++h)
-    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(acc + (h0 + h) * G.vd + c0 + 8 * c, a[h][c]);
-}
-
-template <KvElem E, int NC>
-void values_cols_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
-                      float* acc, int64_t c0, HeadRanges r) {
-  // Accumulators NH x NC plus the row's NC vectors stay within the 16 registers.
-  int64_t h = 0;
-  for (; h + 2 <= G.heads; h += 2) values_tile_avx2<E, NC, 2>(G, rows, stride, count, w, ld, acc, h, c0, r);
-  for (; h < G.heads; ++h) values_tile_avx2<E, NC, 1>(G, rows, stride, count, w, ld, acc, h, c0, r);
-}
-
-template <KvElem E>
-void values_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
-                 float* acc, HeadRanges r) {
-  int64_t c = 0;
-  for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4>(G, rows, stride, count, w, ld, acc, c, r);
-  for (; c + 8 <= G.vd; c += 8) values_cols_avx2<E, 1>(G, rows, stride, count, w, ld, acc, c, r);
-}
-
-template <KvElem E>
-bool scores_avx2_dispatch(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
-                          float* sc, int64_t ld) {
-  switch (G.hd) {
-    case 32: scores_avx2<E, 4>(G, q, rows, stride, count, sc, ld); return true;
-    case 64: scores_avx2<E, 8>(G, q, rows, stride, count, sc, ld); return true;
-    case 128: scores_avx2<E, 16>(G, q, rows, stride, count, sc, ld); return true;
-    case 256: scores_avx2<E, 32>(G, q, rows, stride, count, sc, ld); return true;
-    default: return false;
-  }
-}
-#endif
-
-void scores_run(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
-                int64_t ld, float* row) {
-#if defined(__AVX512F__)
-  switch (G.elem) {
-    case KvElem::f32: if (scores_avx512_dispatch<KvElem::f32>(G, q, rows, stride, count, sc, ld)) return; break;
-    case KvElem::f16: if (scores_avx512_dispatch<KvElem::f16>(G, q, rows, stride, count, sc, ld)) return; break;
-    case KvElem::q8_0: if (scores_avx512_dispatch<KvElem::q8_0>(G, q, rows, stride, count, sc, ld)) return; break;
-  }
-#elif defined(__AVX2__)
-  switch (G.elem) {
-    case KvElem::f32: if (scores_avx2_dispatch<KvElem::f32>(G, q, rows, stride, count, sc, ld)) return; break;
-    case KvElem::f16: if (scores_avx2_dispatch<KvElem::f16>(G, q, rows, stride, count, sc, ld)) return; break;
-    case KvElem::q8_0: if (scores_avx2_dispatch<KvElem::q8_0>(G, q, rows, stride, count, sc, ld)) return; break;
-  }
-#endif
-  scores_scalar(G, q, rows, stride, count, sc, ld, row);
-}
-
-void values_run(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
-                float* acc, float* row, HeadRanges r) {
-#if defined(__AVX512F__)
-  if (G.vd % 16 == 0) {
-    switch (G.elem) {
-      case KvElem::f32: return values_avx512<KvElem::f32>(G, rows, stride, count, w, ld, acc, r);
-      case KvElem::f16: return values_avx512<KvElem::f16>(G, rows, stride, count, w, ld, acc, r);
-      case KvElem::q8_0: return values_avx512<KvElem::q8_0>(G, rows, stride, count, w, ld, acc, r);
-    }
-  }
-#elif defined(__AVX2__)
-  if (G.vd % 8 == 0) {
-    switch (G.elem) {
-      case KvElem::f32: return values_avx2<KvElem::f32>(G, rows, stride, count, w, ld, acc, r);
-      case KvElem::f16: return values_avx2<KvElem::f16>(G, rows, stride, count, w, ld, acc, r);
-      case KvElem::q8_0: return values_avx2<KvElem::q8_0>(G, rows, stride, count, w, ld, acc, r);
-    }
-  }
-#endif
-  values_scalar(G, rows, stride, count, w, ld, acc, row, r);
-}
+constexpr int32_t kDefaultRows = 16;   // rows of one sequence sharing each key and value read (attention = {rows})
 
 // A block of rows [t0, t0 + rows) of one sequence and one kv head: a task's queries.
 struct Pair {
@@ -442,7 +99,9 @@ struct Job {
   }
 
   // Pass 1 for chunk ci: scores of every head over the chunk's keys into sc ([heads][ld],
-  // column 0 = position pr.lo), then each row's softcap, scale, max and exp-sum over its part.
+  // column 0 = position pr.lo; scaled by the kernel unless there is a softcap, which must see
+  // the raw score), then each row's softcap and scale, its max m_c over its part, and
+  // the part replaced by exp(s - m_c) with its sum l_c (the one exp a score gets).
   void scores(int64_t ci, const float* qh, float* sc, int64_t ld, float* st, float* row) const {
     const Chunk& c = chunks[size_t(ci)];
     const Pair& pr = pairs[size_t(c.pair)];
@@ -460,16 +119,45 @@ struct Job {
         if (f >= t) continue;
         float* s = sc + h * ld + (f - pr.lo);
         const int64_t n = t - f;
-        if (a.softcap > 0)
+        if (a.softcap > 0) {  // the kernel left the scale out: tanh takes the raw score
           for (int64_t j = 0; j < n; ++j) s[j] = std::tanh(s[j] / a.softcap) * a.softcap;
-        st[h] = scale_max(s, n, a.scale);
-        st[PG.heads + h] = float(exp_sum(s, n, st[h]));
+          st[h] = scale_max(s, n, a.scale);
+        } else {
+          st[h] = row_max(s, n);
+        }
+        st[PG.heads + h] = float(exp_store_sum(s, n, st[h]));
       }
     }
   }
 
-  // Pass 2 for chunk ci: each row's weights over its part (from the max and sum over all its
-  // chunks, in chunk order; stats: the pair's) and the chunk's Σ w v into acc ([heads][vd],
+  // Between the passes, once per pair: each row's max M and sum S over all its chunks (in chunk
+  // order), and in place of each chunk's l_c the factor exp(m_c - M) / S that turns its
+  // exp(s - m_c) into normalized weights. For a row within one chunk (m_c = M) the factor is
+  // exactly 1 / S: the weights are exp(s - M) * (1 / S), the reference's.
+  void normalize(const Pair& pr, float* stats) const {
+    const int64_t heads = pr.rows * group;
+    for (int64_t r = 0; r < pr.rows; ++r)
+      for (int64_t h = r * group; h < (r + 1) * group; ++h) {
+        float mx = -INFINITY;
+        for (int64_t k = pr.first_chunk; k < pr.first_chunk + pr.n_chunks; ++k)
+          if (from(chunks[size_t(k)], pr.t0 + r) < to(chunks[size_t(k)], pr.t0 + r))
+            mx = std::max(mx, stats[chunks[size_t(k)].stats + size_t(h)]);
+        double sum = 0.0;
+        for (int64_t k = pr.first_chunk; k < pr.first_chunk + pr.n_chunks; ++k) {
+          const Chunk& ck = chunks[size_t(k)];
+          if (from(ck, pr.t0 + r) >= to(ck, pr.t0 + r)) continue;
+          const float* st = stats + ck.stats;
+          sum += double(st[heads + h]) * std::exp(double(st[h]) - double(mx));
+        }
+        for (int64_t k = pr.first_chunk; k < pr.first_chunk + pr.n_chunks; ++k) {
+          float* st = stats + chunks[size_t(k)].stats;
+          st[heads + h] = float(std::exp(double(st[h]) - double(mx)) / sum);
+        }
+      }
+  }
+
+  // Pass 2 for chunk ci: each row's weights over its part (exp(s - m_c) times the chunk's
+  // factor from normalize(); stats: the pair's) and the chunk's Σ w v into acc ([heads][vd],
   // zeroed here). ranges: room for 2 ints per head. vbuf (optional, room for the chunk's
   // [positions][vd]): the chunk's value rows converted to f32 once for all heads (the same
   // values the kernels would convert on every read), when many heads share them.
@@ -481,20 +169,8 @@ struct Job {
     for (int64_t r = 0; r < pr.rows; ++r) {
       const int32_t f = from(c, pr.t0 + r), t = to(c, pr.t0 + r);
       if (f >= t) continue;
-      for (int64_t h = r * group; h < (r + 1) * group; ++h) {
-        float mx = -INFINITY;
-        for (int64_t k = pr.first_chunk; k < pr.first_chunk + pr.n_chunks; ++k)
-          if (from(chunks[size_t(k)], pr.t0 + r) < to(chunks[size_t(k)], pr.t0 + r))
-            mx = std::max(mx, stats[chunks[size_t(k)].stats + size_t(h)]);
-        double sum = 0.0;
-        for (int64_t k = pr.first_chunk; k < pr.first_chunk + pr.n_chunks; ++k) {
-          const Chunk& ck = chunks[size_t(k)];
-          if (from(ck, pr.t0 + r) >= to(ck, pr.t0 + r)) continue;
-          const float* st = stats + ck.stats;
-          sum += double(st[PG.heads + h]) * std::exp(double(st[h]) - double(mx));
-        }
-        softmax_weights(sc + h * ld + (f - pr.lo), t - f, mx, float(1.0 / sum), G.elem == KvElem::f16);
-      }
+      for (int64_t h = r * group; h < (r + 1) * group; ++h)
+        scale_weights(sc + h * ld + (f - pr.lo), t - f, stats[c.stats + size_t(PG.heads + h)], G.elem == KvElem::f16);
     }
     std::memset(acc, 0, size_t(PG.heads * G.vd) * sizeof(float));
     int32_t* rf = ranges;
@@ -567,9 +243,11 @@ void run_attention(const Step& s, Exec& e) {
   });
 
   const int64_t group = a.n_head / a.n_kv;
-  Job job{a, e, q, out, Geometry{elem, a.head_dim, a.value_dim, group, kv_row_bytes(elem, kw), kv_row_bytes(elem, vw)},
+  Job job{a, e, q, out, Geometry{elem, a.head_dim, a.value_dim, group, kv_row_bytes(elem, kw), kv_row_bytes(elem, vw),
+                                   a.softcap > 0 ? 1.f : a.scale},
           group, a.n_head * a.head_dim, a.n_head * a.value_dim, {}, {}, {}, {}};
   const int32_t chunk = a.chunk > 0 ? a.chunk : kDefaultChunk;
+  const int64_t block_rows = a.rows > 0 ? a.rows : kDefaultRows;
   job.lo.resize(size_t(T));
   job.hi.resize(size_t(T));
   for (int64_t t = 0; t < T; ++t) {
@@ -577,10 +255,10 @@ void run_attention(const Step& s, Exec& e) {
     job.lo[size_t(t)] = a.window > 0 ? int32_t(std::max<int64_t>(0, int64_t(p) - a.window + 1)) : 0;
     job.hi[size_t(t)] = p + 1;
   }
-  // Blocks of up to 16 consecutive rows of one sequence, each with every kv head.
+  // Blocks of up to block_rows consecutive rows of one sequence, each with every kv head.
   for (int64_t t = 0; t < T;) {
     int64_t u = t + 1;
-    while (u < T && u - t < kBlockRows && e.batch.seq(u) == e.batch.seq(t)) ++u;
+    while (u < T && u - t < block_rows && e.batch.seq(u) == e.batch.seq(t)) ++u;
     int32_t lo = job.lo[size_t(t)], hi = job.hi[size_t(t)];
     for (int64_t r = t + 1; r < u; ++r) lo = std::min(lo, job.lo[size_t(r)]), hi = std::max(hi, job.hi[size_t(r)]);
     const int64_t heads = (u - t) * group;
@@ -630,6 +308,7 @@ void run_attention(const Step& s, Exec& e) {
       job.pack_queries(pr, qh);
       for (int64_t c = pr.first_chunk; c < pr.first_chunk + pr.n_chunks; ++c)
         job.scores(c, qh, sc, ld, st + job.chunks[size_t(c)].stats, row);
+      job.normalize(pr, st);
       for (int64_t c = pr.first_chunk; c < pr.first_chunk + pr.n_chunks; ++c)
         pass2(c, sc, st, part, acc, row, vbuf ? row + row_floats : nullptr);
       if (pr.n_chunks > 1) job.merge(pr, part);
@@ -654,6 +333,7 @@ void run_attention(const Step& s, Exec& e) {
     job.pack_queries(pr, qh);
     job.scores(ci, qh, scores + pr.scores, pr.hi - pr.lo, stats + pr.stats + c.stats, qh + pr.rows * group * a.head_dim);
   });
+  for (const Pair& pr : job.pairs) job.normalize(pr, stats + pr.stats);  // a few heads: not worth a section
   e.pool.for_each(int64_t(job.chunks.size()), [&](int64_t ci, int thread) {
     const Pair& pr = job.pairs[size_t(job.chunks[size_t(ci)].pair)];
     float* acc = e.scratch_for(thread, size_t(pr.rows * group * a.value_dim + row_floats));

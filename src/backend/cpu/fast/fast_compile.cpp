@@ -178,14 +178,17 @@ FastPlan::FastPlan(const ir::Module& m, const WeightSource& ws, const FastOption
         a.window = aa.window;
         a.softcap = float(aa.softcap);
         a.chunk = int32_t(std::get<int64_t>(sched.for_op("attention", "chunk", "")));
+        a.rows = int32_t(std::get<int64_t>(sched.for_op("attention", "rows", "")));
         if (a.n_kv <= 0 || a.n_head % a.n_kv) loom::fail("%{}: n_head {} is not a multiple of n_kv_head {}", op.result, a.n_head, a.n_kv);
         if (cols[s.in[0]] != a.n_head * a.head_dim || cols[s.in[1]] != a.n_kv * a.head_dim ||
             cols[s.in[2]] != a.n_kv * a.value_dim || s.cols != a.n_head * a.value_dim)
           loom::fail("%{}: q/k/v/result widths {}/{}/{}/{} do not match heads {}x{}, {}x{}/{}", op.result, cols[s.in[0]],
                      cols[s.in[1]], cols[s.in[2]], s.cols, a.n_head, a.head_dim, a.n_kv, a.head_dim, a.value_dim);
-        explain_.push_back(fmt::format("step {}: attention %{}: layer {}, {} heads ({} kv) x {}, kv chunk {}{}",
+        explain_.push_back(fmt::format("step {}: attention %{}: layer {}, {} heads ({} kv) x {}, kv chunk {}{}, "
+                                       "block rows {}{}",
                                        steps_.size(), op.result, a.layer, a.n_head, a.n_kv, a.head_dim,
-                                       a.chunk == 0 ? 256 : a.chunk, a.chunk == 0 ? " (default)" : ""));
+                                       a.chunk == 0 ? 256 : a.chunk, a.chunk == 0 ? " (default)" : "",
+                                       a.rows == 0 ? 16 : a.rows, a.rows == 0 ? " (default)" : ""));
         break;
       }
       case StepKind::matmul: {

@@ -29,6 +29,9 @@ const std::vector<ScheduleKey>& fast_schedule_keys() {
       {"attention", "chunk", Type::integer, 0, 1 << 20, {}, int64_t(0),
        "attention: KV positions per split-K task, cut at multiples of it so results do not depend on the batch "
        "(0: 256)"},
+      {"attention", "rows", Type::integer, 0, 256, {}, int64_t(0),
+       "attention: query rows of one sequence whose heads share each key tile and value read (more: fewer key "
+       "conversions per score, larger score buffers); a row's result does not depend on it (0: 16)"},
   };
   return keys;
 }

@@ -75,6 +75,9 @@ inline void round_f16(float* x, int64_t n) {
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(x + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
 #endif
   for (; i < n; ++i) x[i] = loom::quant::round_to_fp16(x[i]);
 }

@@ -59,6 +59,7 @@ struct AttentionSpec {
   int64_t n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
   float scale = 1, softcap = 0;
   int32_t chunk = 0;  // positions per split-K chunk, cut at multiples of it (0: the kernel's default, 256)
+  int32_t rows = 0;   // query rows of one sequence per block sharing each key and value read (0: 16)
 };
 
 struct Step {

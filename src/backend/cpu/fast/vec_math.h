@@ -1,7 +1,10 @@
-// Vectorized fp32 row math of the fast CPU backend: AVX-512 where the build targets it, a
-// scalar loop otherwise (the compiler's auto-vectorizer covers the simple ones). The
-// transcendental functions use a Cephes-style exp (relative error ~2e-7), which keeps the
-// results within fp32 noise of the reference's std::exp/std::tanh.
+// Vectorized fp32 row math of the fast CPU backend: AVX-512 or AVX2 where the build targets
+// it, a scalar loop otherwise (the compiler's auto-vectorizer covers the simple ones). The
+// transcendental functions use a Cephes-style exp, which keeps the results within fp32 noise
+// of the reference's std::exp/std::tanh. Its contract: relative error at most 2e-7 over its
+// domain [-87.3, 88.3] (Cephes expf publishes a 1.7e-7 peak; arguments are clamped to the
+// domain); tests/backend_fast/attention_kernels_test.cpp holds it, and the softmax and swiglu
+// rows built on it, to that bound.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -78,6 +81,13 @@ inline void swiglu_row(const float* g, const float* u, float* o, int64_t n) {
     const __m512 x = _mm512_loadu_ps(g + i);
     const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
     _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
+  }
+#elif defined(__AVX2__)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
   }
 #endif
   for (; i < n; ++i) o[i] = silu1(g[i]) * u[i];
@@ -193,58 +203,89 @@ inline float scale_max(float* s, int64_t n, float scale) {
   return mx;
 }
 
-// Σ_j exp(s[j] - mx), without writing s.
-inline double exp_sum(const float* s, int64_t n, float mx) {
+// max_j s[j] (n >= 1), exact: the softmax max of scores that come out of the kernel scaled.
+inline float row_max(const float* s, int64_t n) {
+  int64_t j = 0;
+  float mx = -INFINITY;
+#if defined(__AVX512F__)
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (; j + 16 <= n; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(s + j));
+  mx = _mm512_reduce_max_ps(m);
+#elif defined(__AVX2__)
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  for (const float l : lanes) mx = std::max(mx, l);
+#endif
+  for (; j < n; ++j) mx = std::max(mx, s[j]);
+  return mx;
+}
+
+// s[j] = exp(s[j] - mx); returns Σ_j s[j], summed in lanes (then across them) in a fixed order
+// that depends only on n: the exp of attention's softmax, taken once per score.
+inline double exp_store_sum(float* s, int64_t n, float mx) {
   int64_t j = 0;
   double sum = 0.0;
 #if defined(__AVX512F__)
   const __m512 vm = _mm512_set1_ps(mx);
   __m512 acc = _mm512_setzero_ps();
-  for (; j + 16 <= n; j += 16) acc = _mm512_add_ps(acc, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm)));
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
+    _mm512_storeu_ps(s + j, e);
+    acc = _mm512_add_ps(acc, e);
+  }
   if (j < n) {
     const __mmask16 k = __mmask16((1u << (n - j)) - 1);
-    acc = _mm512_mask_add_ps(acc, k, acc, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm)));
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm));
+    _mm512_mask_storeu_ps(s + j, k, e);
+    acc = _mm512_mask_add_ps(acc, k, acc, e);
     j = n;
   }
   sum = _mm512_reduce_add_ps(acc);
 #elif defined(__AVX2__)
   const __m256 vm = _mm256_set1_ps(mx);
   __m256 acc = _mm256_setzero_ps();
-  for (; j + 8 <= n; j += 8) acc = _mm256_add_ps(acc, exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)));
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    _mm256_storeu_ps(s + j, e);
+    acc = _mm256_add_ps(acc, e);
+  }
   if (j < n) {
     const __m256i k = tail_mask8(n - j);
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), vm));
-    acc = _mm256_add_ps(acc, _mm256_and_ps(e, _mm256_castsi256_ps(k)));
+    const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), vm)), _mm256_castsi256_ps(k));
+    _mm256_maskstore_ps(s + j, k, e);
+    acc = _mm256_add_ps(acc, e);
     j = n;
   }
   sum = hsum256(acc);
 #endif
-  for (; j < n; ++j) sum += std::exp(s[j] - mx);
+  for (; j < n; ++j) s[j] = std::exp(s[j] - mx), sum += s[j];
   return sum;
 }
 
-// w[j] = exp(w[j] - mx) * inv, rounded to f16 precision when f16 is set.
-inline void softmax_weights(float* w, int64_t n, float mx, float inv, bool f16) {
+// w[j] = w[j] * f, rounded to f16 precision when f16 is set: exp(s - m) of a chunk turned into
+// the normalized weight, f = exp(m - M) / S for the row's overall max M and sum S.
+inline void scale_weights(float* w, int64_t n, float f, bool f16) {
   int64_t j = 0;
 #if defined(__AVX512F__)
-  const __m512 vm = _mm512_set1_ps(mx), vi = _mm512_set1_ps(inv);
+  const __m512 vf = _mm512_set1_ps(f);
   for (; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
-    __m512 v = _mm512_mul_ps(exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, w + j), vm)), vi);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + j), vf);
     if (f16) v = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     _mm512_mask_storeu_ps(w + j, k, v);
   }
 #elif defined(__AVX2__)
-  const __m256 vm = _mm256_set1_ps(mx), vi = _mm256_set1_ps(inv);
-  for (; j < n; j += 8) {
-    const __m256i k = tail_mask8(std::min<int64_t>(8, n - j));
-    __m256 v = _mm256_mul_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(w + j, k), vm)), vi);
+  const __m256 vf = _mm256_set1_ps(f);
+  for (; j + 8 <= n; j += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(w + j), vf);
     if (f16) v = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    _mm256_maskstore_ps(w + j, k, v);
+    _mm256_storeu_ps(w + j, v);
   }
 #endif
   for (; j < n; ++j) {
-    w[j] = std::exp(w[j] - mx) * inv;
+    w[j] *= f;
     if (f16) w[j] = loom::quant::round_to_fp16(w[j]);
   }
 }

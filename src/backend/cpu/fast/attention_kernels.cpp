@@ -1,0 +1,451 @@
+// The kernels of attention_kernels.h: scalar references, AVX-512 and AVX2 levels.
+#include "backend/cpu/fast/attention_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/fast/kv_elem.h"
+#include "backend/cpu/fast/vec_math.h"
+
+namespace loom::backend::cpu::fast {
+
+using Geometry = AttentionGeometry;
+
+// ---- scalar kernels (every build; every head width) ----
+
+void scores_scalar(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
+                   int64_t ld, float* row) {
+  for (int64_t i = 0; i < count; ++i) {
+    kv_row_to_f32(G.elem, rows + size_t(i) * stride, row, G.hd);
+    for (int64_t h = 0; h < G.heads; ++h) {
+      float s = 0.f;
+      for (int64_t d = 0; d < G.hd; ++d) s += q[h * G.hd + d] * row[d];
+      sc[h * ld + i] = s * G.score_scale;
+    }
+  }
+}
+
+void values_scalar(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                   float* acc, float* row, HeadRanges r) {
+  for (int64_t i = 0; i < count; ++i) {
+    kv_row_to_f32(G.elem, rows + size_t(i) * stride, row, G.vd);
+    for (int64_t h = 0; h < G.heads; ++h) {
+      if (i < r.from[h] || i >= r.to[h]) continue;
+      const float wh = w[h * ld + i];
+      for (int64_t d = 0; d < G.vd; ++d) acc[h * G.vd + d] += wh * row[d];
+    }
+  }
+}
+
+namespace {
+
+#if defined(__AVX512F__)
+
+// 16 columns [c, c + 16) of a cached row (c a multiple of 16) as f32.
+template <KvElem E>
+inline __m512 load16(const uint8_t* row, int64_t c) {
+  if constexpr (E == KvElem::f32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (E == KvElem::f16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + c)));
+  } else {
+    const auto* b = reinterpret_cast<const loom::quant::BlockQ8_0*>(row) + c / 32;
+    const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + c % 32)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(b->d)));
+  }
+}
+
+// r[i] = Σ lanes of v[i], for 16 vectors: pairs of vectors are folded into one by adding their
+// halves, four times (15 shuffle pairs and adds for 16 sums).
+inline __m512 reduce16_unordered(const __m512* v) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i)
+    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int i = 0; i < 4; ++i)
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int i = 0; i < 2; ++i)
+    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The tree leaves the sums in a fixed lane order; this permutation puts sum i in lane i.
+inline __m512i reduce16_order() {
+  static const __m512i order = [] {
+    __m512 v[16];
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_set1_ps(float(i));
+    alignas(64) float lane[16];
+    _mm512_store_ps(lane, reduce16_unordered(v));
+    alignas(64) int32_t idx[16];
+    for (int l = 0; l < 16; ++l) idx[int(lane[l] / 16.0f)] = l;
+    return _mm512_load_si512(idx);
+  }();
+  return order;
+}
+
+// sc[h * ld + i] = q_h · k_i for the run's rows, 16 keys at a time. ND = head_dim / 16. A
+// score's arithmetic depends only on q_h and k_i (the tree reduces each vector on its own):
+// a0 = q[0:16]·k[0:16] lane-wise, then the even 16-blocks FMA'd into a0 and the odd into a1,
+// a0 + a1, and the lanes summed by reduce16. The 16 keys are converted to f32 once; each head
+// keeps its 16 partial vectors in registers.
+template <KvElem E, int ND>
+void scores_avx512(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
+                   int64_t ld) {
+  alignas(64) float kt[16][16 * ND];
+  const __m512i order = reduce16_order();
+  for (int64_t i0 = 0; i0 < count; i0 += 16) {
+    const int64_t nk = std::min<int64_t>(16, count - i0);
+    for (int64_t u = 0; u < 16; ++u)
+      for (int d = 0; d < ND; ++d)
+        _mm512_store_ps(kt[u] + 16 * d, u < nk ? load16<E>(rows + size_t(i0 + u) * stride, 16 * d) : _mm512_setzero_ps());
+    const __mmask16 m = __mmask16((1u << nk) - 1);
+    for (int64_t h = 0; h < G.heads; ++h) {
+      const float* qh = q + h * (16 * ND);
+      __m512 t[16];
+#pragma GCC unroll 16
+      for (int u = 0; u < 16; ++u) {
+        __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_load_ps(kt[u])), a1 = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int d = 1; d < ND; ++d) {
+          if (d % 2) a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * d), _mm512_load_ps(kt[u] + 16 * d), a1);
+          else a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * d), _mm512_load_ps(kt[u] + 16 * d), a0);
+        }
+        t[u] = _mm512_add_ps(a0, a1);
+      }
+      _mm512_mask_storeu_ps(sc + h * ld + i0, m,
+                            _mm512_mul_ps(_mm512_permutexvar_ps(order, reduce16_unordered(t)), _mm512_set1_ps(G.score_scale)));
+    }
+  }
+}
+
+// acc[h][c0 + ...] += Σ_i w[h * ld + i] v_i for NH heads from h0 and NC·16 columns from c0, in
+// ascending i over each head's range. Full: every head's range is the whole run. Otherwise a
+// key outside a head's range leaves its accumulators untouched (a masked FMA): adding
+// 0 · v_i instead would turn an infinite v_i into NaN and a -0 sum into +0.
+template <KvElem E, int NC, int NH, bool Full>
+void values_tile(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                 float* acc, int64_t h0, int64_t c0, HeadRanges r) {
+  int64_t i_lo = count, i_hi = 0;
+  for (int h = 0; h < NH; ++h) i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
+  if (i_lo >= i_hi) return;
+  __m512 a[NH][NC];
+  for (int h = 0; h < NH; ++h)
+    for (int c = 0; c < NC; ++c) a[h][c] = _mm512_loadu_ps(acc + (h0 + h) * G.vd + c0 + 16 * c);
+  for (int64_t i = i_lo; i < i_hi; ++i) {
+    const uint8_t* row = rows + size_t(i) * stride;
+    __m512 v[NC];
+    for (int c = 0; c < NC; ++c) v[c] = load16<E>(row, c0 + 16 * c);
+    for (int h = 0; h < NH; ++h) {
+      const __m512 wh = _mm512_set1_ps(w[(h0 + h) * ld + i]);
+      if constexpr (Full) {
+        for (int c = 0; c < NC; ++c) a[h][c] = _mm512_fmadd_ps(wh, v[c], a[h][c]);
+      } else {
+        const __mmask16 on = (i >= r.from[h0 + h] && i < r.to[h0 + h]) ? __mmask16(0xFFFF) : __mmask16(0);
+        for (int c = 0; c < NC; ++c) a[h][c] = _mm512_mask3_fmadd_ps(wh, v[c], a[h][c], on);
+      }
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(acc + (h0 + h) * G.vd + c0 + 16 * c, a[h][c]);
+}
+
+template <KvElem E, int NC, int NH>
+void values_heads(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                  float* acc, int64_t h0, int64_t c0, HeadRanges r) {
+  bool full = true;
+  for (int h = 0; h < NH; ++h) full = full && r.from[h0 + h] == 0 && r.to[h0 + h] == count;
+  if (full) values_tile<E, NC, NH, true>(G, rows, stride, count, w, ld, acc, h0, c0, r);
+  else values_tile<E, NC, NH, false>(G, rows, stride, count, w, ld, acc, h0, c0, r);
+}
+
+template <KvElem E, int NC>
+void values_cols(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                 float* acc, int64_t c0, HeadRanges r) {
+  // Accumulators NH x NC plus the row's NC vectors stay within the 32 registers.
+  constexpr int kHeads = NC >= 8 ? 2 : 4;
+  int64_t h = 0;
+  for (; h + kHeads <= G.heads; h += kHeads) values_heads<E, NC, kHeads>(G, rows, stride, count, w, ld, acc, h, c0, r);
+  for (; h + 2 <= G.heads; h += 2) values_heads<E, NC, 2>(G, rows, stride, count, w, ld, acc, h, c0, r);
+  for (; h < G.heads; ++h) values_heads<E, NC, 1>(G, rows, stride, count, w, ld, acc, h, c0, r);
+}
+
+template <KvElem E>
+void values_avx512(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                   float* acc, HeadRanges r) {
+  int64_t c = 0;
+  for (; c + 128 <= G.vd; c += 128) values_cols<E, 8>(G, rows, stride, count, w, ld, acc, c, r);
+  for (; c + 64 <= G.vd; c += 64) values_cols<E, 4>(G, rows, stride, count, w, ld, acc, c, r);
+  for (; c + 16 <= G.vd; c += 16) values_cols<E, 1>(G, rows, stride, count, w, ld, acc, c, r);
+}
+
+template <KvElem E>
+bool scores_avx512_dispatch(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
+                            float* sc, int64_t ld) {
+  switch (G.hd) {
+    case 32: scores_avx512<E, 2>(G, q, rows, stride, count, sc, ld); return true;
+    case 64: scores_avx512<E, 4>(G, q, rows, stride, count, sc, ld); return true;
+    case 128: scores_avx512<E, 8>(G, q, rows, stride, count, sc, ld); return true;
+    case 256: scores_avx512<E, 16>(G, q, rows, stride, count, sc, ld); return true;
+    default: return false;
+  }
+}
+
+#elif defined(__AVX2__)
+
+// The AVX2 level (no AVX-512: e.g. AMD Zen 2/3). With 16 registers a reduction tree per head
+// costs as much as the dot products, so scores take the keys in lanes instead: a tile of keys
+// is converted and transposed once, and each score is a plain FMA chain over the head's
+// elements. Values accumulate as above, in 8 lanes.
+
+// 8 columns [c, c + 8) of a cached row (c a multiple of 8) as f32.
+template <KvElem E>
+inline __m256 load8(const uint8_t* row, int64_t c) {
+  if constexpr (E == KvElem::f32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (E == KvElem::f16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + c)));
+  } else {
+    const auto* b = reinterpret_cast<const loom::quant::BlockQ8_0*>(row) + c / 32;
+    const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + c % 32)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(_cvtsh_ss(b->d)));
+  }
+}
+
+// The 8 × 8 transpose of r[0..7] in place: r[j] becomes what was lane j of every vector.
+inline void transpose8x8(__m256* r) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// kt[d * 8NK + u] = element d of key u as f32, for the tile's keys u < nk (0 for the rest):
+// a tile of 8·NK keys converted once and laid out keys-in-lanes for every head of the call.
+template <KvElem E, int HD, int NK>
+inline void transpose_keys(const uint8_t* rows, size_t stride, int64_t nk, float* kt) {
+  for (int v = 0; v < NK; ++v)
+    for (int d0 = 0; d0 < HD; d0 += 8) {
+      __m256 r[8];
+      for (int u = 0; u < 8; ++u)
+        r[u] = 8 * v + u < nk ? load8<E>(rows + size_t(8 * v + u) * stride, d0) : _mm256_setzero_ps();
+      transpose8x8(r);
+      for (int j = 0; j < 8; ++j) _mm256_store_ps(kt + (d0 + j) * (8 * NK) + 8 * v, r[j]);
+    }
+}
+
+// sc[h * ld + u] = q_h · k_u for NH heads over the tile's nk keys. Each score is one FMA chain
+// over d = 0, 1, ..., HD - 1 from zero (the scalar reference's order), so it depends on q_h and
+// k_u alone; NH × NK independent chains hide the FMA latency, and the q elements are broadcast
+// from memory (a load, no shuffle), so the loop issues about one load per two FMAs.
+template <int HD, int NK, int NH>
+inline void score_tile(const float* q, const float* kt, float* sc, int64_t ld, int64_t nk, float scale) {
+  // The loops over heads and key vectors are unrolled before scalar replacement so the
+  // accumulators live in registers (left as loops, GCC keeps the array on the stack).
+  __m256 a[NH][NK];
+#pragma GCC unroll 16
+  for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 4
+    for (int v = 0; v < NK; ++v) a[h][v] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int d = 0; d < HD; ++d) {
+    __m256 k[NK];
+#pragma GCC unroll 4
+    for (int v = 0; v < NK; ++v) k[v] = _mm256_load_ps(kt + d * (8 * NK) + 8 * v);
+#pragma GCC unroll 16
+    for (int h = 0; h < NH; ++h) {
+      const __m256 b = _mm256_broadcast_ss(q + h * HD + d);
+#pragma GCC unroll 4
+      for (int v = 0; v < NK; ++v) a[h][v] = _mm256_fmadd_ps(b, k[v], a[h][v]);
+    }
+  }
+  const __m256 vs = _mm256_set1_ps(scale);
+#pragma GCC unroll 16
+  for (int h = 0; h < NH; ++h) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NK; ++v) a[h][v] = _mm256_mul_ps(a[h][v], vs);
+    float* s = sc + h * ld;
+    if (nk == 8 * NK) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NK; ++v) _mm256_storeu_ps(s + 8 * v, a[h][v]);
+    } else {
+      alignas(32) float tmp[8 * NK];
+#pragma GCC unroll 4
+      for (int v = 0; v < NK; ++v) _mm256_store_ps(tmp + 8 * v, a[h][v]);
+      std::memcpy(s, tmp, size_t(nk) * sizeof(float));
+    }
+  }
+}
+
+// sc[h * ld + i] = q_h · k_i over the run, a tile of 16 keys at a time, heads six at a time:
+// 12 accumulators, the tile's 2 key vectors and a broadcast fill 15 of the 16 registers.
+template <KvElem E, int HD>
+void scores_avx2(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
+                 int64_t ld) {
+  constexpr int NK = 2, NH = 6;
+  alignas(32) float kt[HD * 8 * NK];
+  for (int64_t i0 = 0; i0 < count; i0 += 8 * NK) {
+    const int64_t nk = std::min<int64_t>(8 * NK, count - i0);
+    transpose_keys<E, HD, NK>(rows + size_t(i0) * stride, stride, nk, kt);
+    int64_t h = 0;
+    for (; h + NH <= G.heads; h += NH) score_tile<HD, NK, NH>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
+    for (; h + 3 <= G.heads; h += 3) score_tile<HD, NK, 3>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
+    for (; h + 2 <= G.heads; h += 2) score_tile<HD, NK, 2>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
+    for (; h < G.heads; ++h) score_tile<HD, NK, 1>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
+  }
+}
+
+// As values_tile above: acc[h][c0 + ...] += Σ_i w[h * ld + i] v_i in ascending i over each
+// head's range; a key outside a head's range leaves its accumulators untouched. Same: every
+// head of the tile has one range (all but the causal edge of a prefill block), so the loop
+// tests no head's range per key.
+template <KvElem E, int NC, int NH, bool Same>
+void values_tile_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w,
+                      int64_t ld, float* acc, int64_t h0, int64_t c0, HeadRanges r) {
+  int64_t i_lo = count, i_hi = 0;
+  for (int h = 0; h < NH; ++h) i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
+  if (i_lo >= i_hi) return;
+  __m256 a[NH][NC];
+#pragma GCC unroll 8
+  for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) a[h][c] = _mm256_loadu_ps(acc + (h0 + h) * G.vd + c0 + 8 * c);
+  const float* wh[NH];
+  for (int h = 0; h < NH; ++h) wh[h] = w + (h0 + h) * ld;
+  for (int64_t i = i_lo; i < i_hi; ++i) {
+    const uint8_t* row = rows + size_t(i) * stride;
+    if constexpr (Same && NC > 2) {  // the weights first: NH + 1 + NH·NC registers
+      __m256 b[NH];
+#pragma GCC unroll 8
+      for (int h = 0; h < NH; ++h) b[h] = _mm256_broadcast_ss(wh[h] + i);
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) {
+        const __m256 v = load8<E>(row, c0 + 8 * c);
+#pragma GCC unroll 8
+        for (int h = 0; h < NH; ++h) a[h][c] = _mm256_fmadd_ps(b[h], v, a[h][c]);
+      }
+    } else if constexpr (Same) {  // the values first: NC + 1 + NH·NC registers
+      __m256 v[NC];
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) v[c] = load8<E>(row, c0 + 8 * c);
+#pragma GCC unroll 8
+      for (int h = 0; h < NH; ++h) {
+        const __m256 b = _mm256_broadcast_ss(wh[h] + i);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) a[h][c] = _mm256_fmadd_ps(b, v[c], a[h][c]);
+      }
+    } else {
+      __m256 v[NC];
+      for (int c = 0; c < NC; ++c) v[c] = load8<E>(row, c0 + 8 * c);
+      for (int h = 0; h < NH; ++h) {
+        if (i < r.from[h0 + h] || i >= r.to[h0 + h]) continue;
+        const __m256 b = _mm256_broadcast_ss(wh[h] + i);
+        for (int c = 0; c < NC; ++c) a[h][c] = _mm256_fmadd_ps(b, v[c], a[h][c]);
+      }
+    }
+  }
+  for (int h = 0; h < NH; ++h)
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(acc + (h0 + h) * G.vd + c0 + 8 * c, a[h][c]);
+}
+
+template <KvElem E, int NC, int NH>
+void values_heads_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w,
+                       int64_t ld, float* acc, int64_t h0, int64_t c0, HeadRanges r) {
+  bool same = true;
+  for (int h = 1; h < NH; ++h) same = same && r.from[h0 + h] == r.from[h0] && r.to[h0 + h] == r.to[h0];
+  if (same) values_tile_avx2<E, NC, NH, true>(G, rows, stride, count, w, ld, acc, h0, c0, r);
+  else values_tile_avx2<E, NC, NH, false>(G, rows, stride, count, w, ld, acc, h0, c0, r);
+}
+
+template <KvElem E, int NC, int NH>
+void values_cols_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                      float* acc, int64_t c0, HeadRanges r) {
+  int64_t h = 0;
+  for (; h + NH <= G.heads; h += NH) values_heads_avx2<E, NC, NH>(G, rows, stride, count, w, ld, acc, h, c0, r);
+  for (; h + 3 <= G.heads; h += 3) values_heads_avx2<E, NC, 3>(G, rows, stride, count, w, ld, acc, h, c0, r);
+  for (; h + 2 <= G.heads; h += 2) values_heads_avx2<E, NC, 2>(G, rows, stride, count, w, ld, acc, h, c0, r);
+  for (; h < G.heads; ++h) values_heads_avx2<E, NC, 1>(G, rows, stride, count, w, ld, acc, h, c0, r);
+}
+
+// 12 accumulators either way. Many heads (a prefill block): 6 heads x 16 columns, so a key
+// costs 2 value loads and 6 broadcasts per 12 FMAs. A GQA group of 3 (decode): 3 heads x 32
+// columns, which the compiler feeds by folding the value loads into the FMAs (4 loads more,
+// still under the FMAs' 6 cycles with few heads).
+template <KvElem E>
+void values_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                 float* acc, HeadRanges r) {
+  int64_t c = 0;
+  if (G.heads >= 6) {
+    for (; c + 16 <= G.vd; c += 16) values_cols_avx2<E, 2, 6>(G, rows, stride, count, w, ld, acc, c, r);
+  } else {
+    for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4, 3>(G, rows, stride, count, w, ld, acc, c, r);
+  }
+  for (; c + 8 <= G.vd; c += 8) values_cols_avx2<E, 1, 3>(G, rows, stride, count, w, ld, acc, c, r);
+}
+
+template <KvElem E>
+bool scores_avx2_dispatch(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
+                          float* sc, int64_t ld) {
+  switch (G.hd) {
+    case 32: scores_avx2<E, 32>(G, q, rows, stride, count, sc, ld); return true;
+    case 64: scores_avx2<E, 64>(G, q, rows, stride, count, sc, ld); return true;
+    case 128: scores_avx2<E, 128>(G, q, rows, stride, count, sc, ld); return true;
+    case 256: scores_avx2<E, 256>(G, q, rows, stride, count, sc, ld); return true;
+    default: return false;
+  }
+}
+#endif
+
+}  // namespace
+
+void scores_run(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
+                int64_t ld, float* row) {
+#if defined(__AVX512F__)
+  switch (G.elem) {
+    case KvElem::f32: if (scores_avx512_dispatch<KvElem::f32>(G, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::f16: if (scores_avx512_dispatch<KvElem::f16>(G, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::q8_0: if (scores_avx512_dispatch<KvElem::q8_0>(G, q, rows, stride, count, sc, ld)) return; break;
+  }
+#elif defined(__AVX2__)
+  switch (G.elem) {
+    case KvElem::f32: if (scores_avx2_dispatch<KvElem::f32>(G, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::f16: if (scores_avx2_dispatch<KvElem::f16>(G, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::q8_0: if (scores_avx2_dispatch<KvElem::q8_0>(G, q, rows, stride, count, sc, ld)) return; break;
+  }
+#endif
+  scores_scalar(G, q, rows, stride, count, sc, ld, row);
+}
+
+void values_run(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
+                float* acc, float* row, HeadRanges r) {
+#if defined(__AVX512F__)
+  if (G.vd % 16 == 0) {
+    switch (G.elem) {
+      case KvElem::f32: return values_avx512<KvElem::f32>(G, rows, stride, count, w, ld, acc, r);
+      case KvElem::f16: return values_avx512<KvElem::f16>(G, rows, stride, count, w, ld, acc, r);
+      case KvElem::q8_0: return values_avx512<KvElem::q8_0>(G, rows, stride, count, w, ld, acc, r);
+    }
+  }
+#elif defined(__AVX2__)
+  if (G.vd % 8 == 0) {
+    switch (G.elem) {
+      case KvElem::f32: return values_avx2<KvElem::f32>(G, rows, stride, count, w, ld, acc, r);
+      case KvElem::f16: return values_avx2<KvElem::f16>(G, rows, stride, count, w, ld, acc, r);
+      case KvElem::q8_0: return values_avx2<KvElem::q8_0>(G, rows, stride, count, w, ld, acc, r);
+    }
+  }
+#endif
+  values_scalar(G, rows, stride, count, w, ld, acc, row, r);
+}
+
+}  // namespace loom::backend::cpu::fast
