@@ -19,23 +19,12 @@
 #include "common/error.h"
 #include "q8_reference.h"
 #include "quant/quant.h"
+#include "random_inputs.h"
 
 namespace loom::backend::cuda {
 namespace {
 
 using gguf::TensorType;
-
-uint64_t fresh_seed() {
-  static const uint64_t s = std::random_device{}();
-  return s;
-}
-
-std::vector<float> random_floats(std::mt19937_64& rng, size_t n, float scale = 1.f) {
-  std::normal_distribution<float> nd(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
 
 void sync() { LOOM_CUDA_CHECK(cudaDeviceSynchronize()); }
 

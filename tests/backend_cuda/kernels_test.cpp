@@ -12,23 +12,12 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "quant/quant.h"
+#include "random_inputs.h"
 
 namespace loom::backend::cuda {
 namespace {
 
 using gguf::TensorType;
-
-uint64_t fresh_seed() {
-  static const uint64_t s = std::random_device{}();
-  return s;
-}
-
-std::vector<float> random_floats(std::mt19937_64& rng, size_t n, float scale = 1.f) {
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 std::vector<float> round_f16(std::vector<float> v) {
   for (auto& x : v) x = quant::round_to_fp16(x);

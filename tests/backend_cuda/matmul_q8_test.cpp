@@ -14,23 +14,12 @@
 #include "common/error.h"
 #include "quant/quant.h"
 #include "q8_reference.h"
+#include "random_inputs.h"
 
 namespace loom::backend::cuda {
 namespace {
 
 using gguf::TensorType;
-
-uint64_t fresh_seed() {
-  static const uint64_t s = std::random_device{}();
-  return s;
-}
-
-std::vector<float> random_floats(std::mt19937_64& rng, size_t n) {
-  std::normal_distribution<float> nd;
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
 
 TEST(QuantizeQ8_1, CodesScalesAndSumsEqualTheScalarQuantizer) {
   std::mt19937_64 rng(fresh_seed());

@@ -13,23 +13,12 @@
 #include "backend/cuda/kernels.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
+#include "random_inputs.h"
 
 namespace loom::backend::cuda {
 namespace {
 
 using gguf::TensorType;
-
-uint64_t fresh_seed() {
-  static const uint64_t s = std::random_device{}();
-  return s;
-}
-
-std::vector<float> random_floats(std::mt19937_64& rng, size_t n) {
-  std::normal_distribution<float> nd;
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
 
 std::vector<float> halves_to_floats(const std::vector<uint16_t>& h) {
   std::vector<float> f(h.size());

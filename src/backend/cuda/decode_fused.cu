@@ -17,7 +17,7 @@ namespace loom::backend::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;  // as rms_norm_kernel's, so the sums of squares add in its order
+constexpr int kThreads = 256;  // as rms_norm_kernel's: block_sum_squares adds in an order set by the block size
 
 // One block per row: the sum of squares, then each warp normalises whole 32-element blocks
 // and quantizes them (q8_1.cuh).
@@ -26,21 +26,9 @@ __global__ void rms_norm_q8_kernel(const float* __restrict__ x, const float* __r
                                    float2* __restrict__ ds) {
   allow_next_kernel();
   wait_previous_kernel();
-  __shared__ float partial[kThreads / kWarpSize];
   const float* xg = x + int64_t(blockIdx.x) * cols;
   float* og = out + int64_t(blockIdx.x) * cols;
-  float sum = 0.f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += xg[c] * xg[c];
-  sum = warp_sum(sum);
-  if (threadIdx.x % kWarpSize == 0) partial[threadIdx.x / kWarpSize] = sum;
-  __syncthreads();
-  if (threadIdx.x < kWarpSize) {
-    float v = threadIdx.x < blockDim.x / kWarpSize ? partial[threadIdx.x] : 0.f;
-    v = warp_sum(v);
-    if (threadIdx.x == 0) partial[0] = v;
-  }
-  __syncthreads();
-  const float s = rsqrtf(partial[0] / float(cols) + eps);
+  const float s = rsqrtf(block_sum_squares<kThreads>(xg, cols) / float(cols) + eps);
   const int lane = threadIdx.x % kWarpSize;
   const int64_t blocks = cols / 32;
   for (int64_t b = threadIdx.x / kWarpSize; b < blocks; b += blockDim.x / kWarpSize) {

@@ -48,21 +48,9 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __rest
                                 float* __restrict__ out, int64_t group) {
   allow_next_kernel();
   wait_previous_kernel();
-  __shared__ float partial[kThreads / kWarpSize];
   const float* xg = x + int64_t(blockIdx.x) * group;
   float* og = out + int64_t(blockIdx.x) * group;
-  float sum = 0.f;
-  for (int64_t c = threadIdx.x; c < group; c += blockDim.x) sum += xg[c] * xg[c];
-  sum = warp_sum(sum);
-  if (threadIdx.x % kWarpSize == 0) partial[threadIdx.x / kWarpSize] = sum;
-  __syncthreads();
-  if (threadIdx.x < kWarpSize) {
-    float v = threadIdx.x < blockDim.x / kWarpSize ? partial[threadIdx.x] : 0.f;
-    v = warp_sum(v);
-    if (threadIdx.x == 0) partial[0] = v;
-  }
-  __syncthreads();
-  const float s = rsqrtf(partial[0] / float(group) + eps);
+  const float s = rsqrtf(block_sum_squares<kThreads>(xg, group) / float(group) + eps);
   for (int64_t c = threadIdx.x; c < group; c += blockDim.x) og[c] = xg[c] * s * w[c];
 }
 

@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace loom::backend::cuda {
 
 constexpr int kWarpSize = 32;
@@ -18,6 +20,27 @@ __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = kWarpSize / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
   return v;
+}
+
+// The sum of squares of x[0, n) across a block of kThreads threads (blockDim.x == kThreads): each
+// thread's strided partial sum, warp sums, then warp 0 over the warps' sums; every thread gets
+// the total. The plain RMS norm (pointwise.cu) and the fused norm + q8_1 (decode_fused.cu) both
+// reduce through this one function, so they add in the same order and agree bit for bit.
+template <int kThreads>
+__device__ __forceinline__ float block_sum_squares(const float* __restrict__ x, int64_t n) {
+  __shared__ float partial[kThreads / kWarpSize];
+  float sum = 0.f;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) sum += x[c] * x[c];
+  sum = warp_sum(sum);
+  if (threadIdx.x % kWarpSize == 0) partial[threadIdx.x / kWarpSize] = sum;
+  __syncthreads();
+  if (threadIdx.x < kWarpSize) {
+    float v = threadIdx.x < blockDim.x / kWarpSize ? partial[threadIdx.x] : 0.f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  return partial[0];
 }
 
 // Four-way int8 dot product into a 32-bit accumulator, and bytewise subtraction: the two
