@@ -198,10 +198,8 @@ void judge_entry(SessionState& s, const Candidate& cand, json e) {
   const bool at_baseline = s.kept == 0;
   GateInputs in = s.gate_inputs(s.entries().size() + 1);
   if (s.c.script_timing)
-    in.script_timing = [&s, id = e["id"].get<std::string>()] {
-      auto p = script_pairs(s.c, s.c.dir, s.current_program_file(), s.program_in(s.worktree), s.dir + "/script/" + id,
-                            s.dir + "/evidence/logs/script.log", s.c.pairs);
-      return std::make_pair(std::move(p.a), std::move(p.b));
+    in.script_timing = [&s, &arm, id = e["id"].get<std::string>()] {
+      return s.timed_pairs(*s.current, s.current_program_file(), *arm, s.program_in(s.worktree), 0, id);
     };
   const Verdict v = judge(*s.baseline, *s.current, *arm, s.c, in, before);
   for (const auto& g : v.gates) e["gates"].push_back(g.to_json());
