@@ -3,6 +3,7 @@
 // backend allocated on it. Each figure may be unreadable on a machine (no NVML, RAPL not
 // exposed): then `why` says so and the report prints that instead of a number.
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,9 @@ class DeviceMeter {
   virtual std::optional<double> energy_joules() = 0;  // a monotonic counter; nullopt: unreadable
   virtual std::optional<double> peak_bytes() const = 0;  // this process's peak allocation there
   virtual std::string why_no_energy() const = 0;
+  // What a pin ledger records of the device, read now: "name", "driver", "sm_clock_mhz",
+  // "mem_clock_mhz", "power_limit_w", "power_w". A fact that is unreadable here is absent.
+  virtual std::map<std::string, std::string> facts() const { return {}; }
 };
 
 // The CPU package's RAPL counter (/sys/class/powercap) where readable; peak memory is the

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "backend/registry.h"
 #include "bench/machine.h"
 #include "quant/simd/kernels.h"
 #include "tune/digest.h"
@@ -36,6 +37,19 @@ json pin_ledger(const Contract& c, const BuildIdentity& build, const std::string
     const char* v = std::getenv(k);
     env[k] = v ? json(v) : json(nullptr);
   }
+  // The device the backend runs on (a GPU's name, driver, clocks and power as NVML reads them
+  // now); a CPU backend has none, and an unreadable fact stays null.
+  const auto facts = backend::make_device_meter(c.backend)->facts();
+  auto fact = [&](const char* k) -> json {
+    const auto it = facts.find(k);
+    return it == facts.end() ? json(nullptr) : json(it->second);
+  };
+  json power = nullptr;
+  if (facts.count("power_limit_w") || facts.count("power_w"))
+    power = {{"limit_w", fact("power_limit_w")}, {"draw_w", fact("power_w")}};
+  json gpu = nullptr;
+  if (facts.count("name"))
+    gpu = {{"name", fact("name")}, {"sm_clock_mhz", fact("sm_clock_mhz")}, {"mem_clock_mhz", fact("mem_clock_mhz")}};
   return {
       {"schema_version", "loom.pin_ledger.v1"},
       {"loom", {{"version", build.version}, {"git_revision", build.commit}, {"compiler", build.compiler},
@@ -51,7 +65,7 @@ json pin_ledger(const Contract& c, const BuildIdentity& build, const std::string
                    {"kernel", std::string(u.sysname) + " " + u.release}, {"hostname", u.nodename},
                    {"cpu0_governor", read_first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")},
                    {"cpu0_max_khz", read_first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq")},
-                   {"gpu", nullptr}, {"driver", nullptr}, {"power", nullptr}}},
+                   {"gpu", gpu}, {"driver", fact("driver")}, {"power", power}}},
       {"environment", env},
   };
 }

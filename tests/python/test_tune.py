@@ -116,6 +116,8 @@ def test_session_keeps_only_what_passed_every_gate_and_its_bundle_verifies(loom_
     assert pins["model"]["sha256"] == hashlib.sha256((tmp_path / "tiny.gguf").read_bytes()).hexdigest()
     assert pins["program"]["sha256"] == hashlib.sha256((wl / "model.loom").read_bytes()).hexdigest()
     assert pins["loom"]["git_revision"] and pins["machine"]["cpu"]
+    # A CPU session has no GPU: the device facts are null, never made up.
+    assert pins["machine"]["gpu"] is None and pins["machine"]["driver"] is None and pins["machine"]["power"] is None
     prov = json.loads((s / "evidence" / "provenance.json").read_text())
     assert prov["_type"] == "https://in-toto.io/Statement/v1" and prov["predicateType"] == "https://slsa.dev/provenance/v1"
     assert prov["subject"][0]["digest"]["sha256"] == b["final"]["program_sha256"]

@@ -28,7 +28,11 @@ class NvmlMeter final : public DeviceMeter {
       return;
     }
     char buf[96] = {};
-    if (name && name(dev_, buf, sizeof buf) == 0) device_ = std::string(buf) + " (NVML)";
+    if (name && name(dev_, buf, sizeof buf) == 0) name_ = buf, device_ = name_ + " (NVML)";
+    driver_ = reinterpret_cast<int (*)(char*, unsigned)>(dlsym(lib_, "nvmlSystemGetDriverVersion"));
+    clock_ = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetClockInfo"));
+    power_limit_ = reinterpret_cast<int (*)(void*, unsigned*)>(dlsym(lib_, "nvmlDeviceGetPowerManagementLimit"));
+    power_ = reinterpret_cast<int (*)(void*, unsigned*)>(dlsym(lib_, "nvmlDeviceGetPowerUsage"));
     unsigned long long mj = 0;
     if (energy_(dev_, &mj) != 0) why_ = "NVML has no energy counter for this device";
   }
@@ -40,12 +44,30 @@ class NvmlMeter final : public DeviceMeter {
   }
   std::optional<double> peak_bytes() const override { return double(DeviceBuffer::peak_bytes()); }
   std::string why_no_energy() const override { return why_; }
+  std::map<std::string, std::string> facts() const override {
+    std::map<std::string, std::string> f;
+    if (!dev_) return f;
+    if (!name_.empty()) f["name"] = name_;
+    char buf[96] = {};
+    if (driver_ && driver_(buf, sizeof buf) == 0) f["driver"] = buf;
+    unsigned v = 0;
+    constexpr int kClockSm = 1, kClockMem = 2;  // nvmlClockType_t
+    if (clock_ && clock_(dev_, kClockSm, &v) == 0) f["sm_clock_mhz"] = std::to_string(v);
+    if (clock_ && clock_(dev_, kClockMem, &v) == 0) f["mem_clock_mhz"] = std::to_string(v);
+    if (power_limit_ && power_limit_(dev_, &v) == 0) f["power_limit_w"] = std::to_string(v / 1000);  // milliwatts
+    if (power_ && power_(dev_, &v) == 0) f["power_w"] = std::to_string(v / 1000);
+    return f;
+  }
 
  private:
   void* lib_ = nullptr;
   void* dev_ = nullptr;
   int (*energy_)(void*, unsigned long long*) = nullptr;
-  std::string device_ = "CUDA device 0", why_;
+  int (*driver_)(char*, unsigned) = nullptr;
+  int (*clock_)(void*, int, unsigned*) = nullptr;
+  int (*power_limit_)(void*, unsigned*) = nullptr;
+  int (*power_)(void*, unsigned*) = nullptr;
+  std::string device_ = "CUDA device 0", name_, why_;
 };
 
 }  // namespace
