@@ -114,18 +114,49 @@ int32_t spin_vnni256() {
 #endif
 
 #if defined(__AVX2__)
-template <int C>
-int32_t spin_avx2() {  // vpmaddubsw + vpmaddwd + vpaddd per 32 byte pairs
-  __m256i acc[C];
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_set1_epi32(c);
-  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), one = _mm256_set1_epi16(1);
-  for (int64_t i = 0; i < kIters; ++i)
-    for (int c = 0; c < C; ++c) {
-      acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one));
-      __asm__ volatile("" : "+x"(acc[c]));
+// AVX2 has no int8 dot-accumulate: a kernel multiplies unsigned by signed bytes into s16 pairs
+// (vpmaddubsw), widens by another multiply (vpmaddwd by ones) and adds into s32. Written as
+// asm, because as intrinsics the two multiplies take no accumulator and a compiler hoists them
+// out of the loop (the loop then timed vpaddd through the stack: a "peak" below real kernels).
+// Four chains per block; with `pair`, two vpmaddubsw are summed in s16 before the widening
+// (as the k-quant tiles do where the codes' range allows): 64 multiply-adds per chain, not 32.
+constexpr int kAvx2Rounds = 8;  // a block is 4 chains: rounds of it so a run lasts ~10 ms
+template <bool pair>
+int32_t spin_avx2() {
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0;
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), b2 = _mm256_set1_epi8(5),
+                one = _mm256_set1_epi16(1);
+  __m256i t0, t1, t2, t3, u0, u1, u2, u3;
+  for (int64_t i = 0; i < kAvx2Rounds * kIters; ++i) {
+    if constexpr (pair) {
+      __asm__ volatile(
+          "vpmaddubsw %[b], %[a], %[t0]\n\tvpmaddubsw %[b2], %[a], %[u0]\n\t"
+          "vpmaddubsw %[b], %[a], %[t1]\n\tvpmaddubsw %[b2], %[a], %[u1]\n\t"
+          "vpmaddubsw %[b], %[a], %[t2]\n\tvpmaddubsw %[b2], %[a], %[u2]\n\t"
+          "vpmaddubsw %[b], %[a], %[t3]\n\tvpmaddubsw %[b2], %[a], %[u3]\n\t"
+          "vpaddw %[u0], %[t0], %[t0]\n\tvpaddw %[u1], %[t1], %[t1]\n\t"
+          "vpaddw %[u2], %[t2], %[t2]\n\tvpaddw %[u3], %[t3], %[t3]\n\t"
+          "vpmaddwd %[one], %[t0], %[t0]\n\tvpmaddwd %[one], %[t1], %[t1]\n\t"
+          "vpmaddwd %[one], %[t2], %[t2]\n\tvpmaddwd %[one], %[t3], %[t3]\n\t"
+          "vpaddd %[t0], %[c0], %[c0]\n\tvpaddd %[t1], %[c1], %[c1]\n\t"
+          "vpaddd %[t2], %[c2], %[c2]\n\tvpaddd %[t3], %[c3], %[c3]"
+          : [c0] "+x"(c0), [c1] "+x"(c1), [c2] "+x"(c2), [c3] "+x"(c3), [t0] "=&x"(t0), [t1] "=&x"(t1),
+            [t2] "=&x"(t2), [t3] "=&x"(t3), [u0] "=&x"(u0), [u1] "=&x"(u1), [u2] "=&x"(u2), [u3] "=&x"(u3)
+          : [a] "x"(a), [b] "x"(b), [b2] "x"(b2), [one] "x"(one));
+    } else {
+      __asm__ volatile(
+          "vpmaddubsw %[b], %[a], %[t0]\n\tvpmaddubsw %[b], %[a], %[t1]\n\t"
+          "vpmaddubsw %[b], %[a], %[t2]\n\tvpmaddubsw %[b], %[a], %[t3]\n\t"
+          "vpmaddwd %[one], %[t0], %[t0]\n\tvpmaddwd %[one], %[t1], %[t1]\n\t"
+          "vpmaddwd %[one], %[t2], %[t2]\n\tvpmaddwd %[one], %[t3], %[t3]\n\t"
+          "vpaddd %[t0], %[c0], %[c0]\n\tvpaddd %[t1], %[c1], %[c1]\n\t"
+          "vpaddd %[t2], %[c2], %[c2]\n\tvpaddd %[t3], %[c3], %[c3]"
+          : [c0] "+x"(c0), [c1] "+x"(c1), [c2] "+x"(c2), [c3] "+x"(c3), [t0] "=&x"(t0), [t1] "=&x"(t1),
+            [t2] "=&x"(t2), [t3] "=&x"(t3)
+          : [a] "x"(a), [b] "x"(b), [one] "x"(one));
     }
-  __m256i s = acc[0];
-  for (int c = 1; c < C; ++c) s = _mm256_add_epi32(s, acc[c]);
+  }
+  const __m256i s = _mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3));
   return _mm256_extract_epi32(s, 0);
 }
 #endif
@@ -143,7 +174,8 @@ std::vector<Probe> probes() {
   p.push_back({spin_vnni256<16>, 16 * 32});
 #endif
 #if defined(__AVX2__)
-  p.push_back({spin_avx2<12>, 12 * 32});
+  p.push_back({spin_avx2<false>, kAvx2Rounds * 4 * 32});
+  p.push_back({spin_avx2<true>, kAvx2Rounds * 4 * 64});
 #endif
   return p;
 }

@@ -41,8 +41,9 @@ Work work_per_token(const ir::Module& m, const gguf::File& f, loom::backend::KvE
 
 // Int8 dot-product peak in GOPS (1 multiply-add = 2 ops) on `threads` threads: the best of
 // several instruction forms and chain counts (AVX-512 VNNI vpdpbusd on zmm and ymm, AVX-VNNI,
-// AVX2 vpmaddubsw+vpmaddwd), each with 8 to 24 independent accumulator chains, so that no
-// one core's port layout or latency makes the probe slower than a real kernel; best of
+// AVX2 vpmaddubsw+vpmaddwd, with and without two products summed in s16 first), each with 4
+// to 24 independent accumulator chains, so that no one core's port layout or latency makes
+// the probe slower than a real kernel; best of
 // `reps` runs of ~0.05 s each. 0 when the build has none of them.
 double measure_int8_peak_gops(int threads, int reps = 3);
 
