@@ -301,13 +301,13 @@ bool Engine::emit(Sequence& s, int32_t t, const float* logits, std::vector<Event
 }
 
 // The drafts this step verifies after the sequence's last token: as many as the adaptive
-// length asks, no more than the tokens the request may still emit (less the one the target
+// length asks (or the drafter finds worth it, when it sizes its own drafts), no more than the tokens the request may still emit (less the one the target
 // adds) and the positions left in the context, so the step's rows stay inside the blocks the
 // request reserved at admission.
 void Engine::propose(Sequence& s) {
   s.drafts.clear();
   if (!s.drafter || !s.decoding || s.tokens.size() != size_t(s.n_computed) + 1) return;
-  int32_t k = s.draft_len.next();
+  int32_t k = s.drafter->sizes_own_drafts() ? s.req.speculation.draft_max : s.draft_len.next();
   if (s.req.max_tokens >= 0) k = std::min(k, s.req.max_tokens - s.stats.generated - 1);
   k = std::min(k, opts_.n_ctx - s.n_computed - 1);
   if (k <= 0) return;
@@ -341,7 +341,7 @@ void Engine::verify(Sequence& s, const float* rows, std::vector<Event>& events) 
     if (v.accepted) ++accepted, ++s.stats.draft_accepted;
     if (emit(s, v.token, row, events) || !v.accepted) break;
   }
-  s.draft_len.record(n_draft, accepted);
+  if (!s.drafter->sizes_own_drafts()) s.draft_len.record(n_draft, accepted);
   if (s.req.cache_prefix && !s.blocks.empty()) index_full_blocks(s);
   s.drafts.clear();
 }

@@ -20,6 +20,10 @@ class Drafter {
   // so far, the last of which the target has not yet computed. Fewer (or none) when it has no
   // good guess. Drafters are deterministic: the verification treats a draft as a point mass.
   virtual std::vector<int32_t> draft(std::span<const int32_t> context, int32_t max) = 0;
+  // True when the drafter picks how many tokens pay (prompt lookup, from its own acceptance
+  // estimates): the engine then asks for up to the request's draft_max every step and leaves
+  // its adaptive length and back-off (draft_length.h) out. False: the engine's length decides.
+  virtual bool sizes_own_drafts() const { return false; }
 };
 
 class DraftSource {

@@ -1,0 +1,23 @@
+// Whether a draft pays, and how much of it: verifying k drafts costs a step of 1 + k rows, and
+// on a CPU that is not the cost of a 1-row step — each row does its own multiply-adds over every
+// weight, only the weight reads are shared. So a drafter that knows how likely each of its
+// tokens is keeps the prefix k that maximises the expected tokens emitted per unit of step
+// time, (1 + Σ_{i≤k} P(drafts 1..i all accepted)) / cost(1 + k), and drafts nothing when no k
+// beats a plain step's 1 / cost(1).
+#pragma once
+#include <cstdint>
+#include <span>
+
+namespace loom::runtime::spec {
+
+// Time of a decode step of `rows` rows, all with logits, in units of a 1-row step. Measured on
+// the fast CPU backend (AVX2, SmolLM2-135M Q4_1, depth 200; `scripts/bench-spec-steps`): its
+// packed kernels decode the weights once per 4 activation rows, so 5 rows cost noticeably more
+// than 4, and every row adds 0.3-0.5 of a step. Beyond the table: +0.45 a row.
+double verify_step_cost(int32_t rows);
+
+// The best number of leading drafts to verify, given p_next[i] = P(draft i + 1 is accepted |
+// drafts 1..i were): 0 when drafting does not beat a plain step.
+int32_t best_draft_length(std::span<const double> p_next);
+
+}  // namespace loom::runtime::spec
