@@ -76,7 +76,7 @@ void run_spec_bench(const SpecBenchArgs& a) {
 
   nlohmann::json out = {{"model", a.model}, {"prompt_file", a.prompt_file}, {"prompt_tokens", prompt.size()},
                         {"generated", reference.size()}, {"threads", engine->threads()}, {"repetitions", a.reps},
-                        {"draft_max", a.draft_max}};
+                        {"draft_max", a.draft_max}, {"prompt_ids", prompt}, {"reference_ids", reference}};
   for (const auto& arm : arms) {
     const auto s = bench::summarize(arm.tps);
     nlohmann::json j = {{"drafter", arm.name}, {"decode_tps", s.median}, {"decode_tps_stddev", s.stddev},
@@ -87,6 +87,7 @@ void run_spec_bench(const SpecBenchArgs& a) {
       j["acceptance"] = arm.drafted > 0 ? double(arm.accepted) / double(arm.drafted) : 0.0;
       j["mean_accepted_length"] = arm.steps > 0 ? 1.0 + double(arm.accepted) / double(arm.steps) : 1.0;
       j["drafted"] = arm.drafted;
+      j["verify_steps"] = arm.steps;
     }
     out["arms"].push_back(j);
   }
