@@ -26,8 +26,13 @@ LookupMatch longest_match(std::span<const int32_t> context, int32_t max) {
     }
   }
   if (out.length < PromptLookup::kMinNgram) return {};
-  const size_t from = best_end + 1, take = std::min(size_t(max), n - from);
-  out.continuation.assign(context.begin() + ptrdiff_t(from), context.begin() + ptrdiff_t(from + take));
+  // What followed the match, copied on past the context's end as an overlapping copy does (a
+  // phrase that repeats with period p goes on repeating): token i is the context's at
+  // best_end + 1 + i, or this draft's own once that passes the end.
+  for (size_t i = 0; i < size_t(max); ++i) {
+    const size_t at = best_end + 1 + i;
+    out.continuation.push_back(at < n ? context[at] : out.continuation[at - n]);
+  }
   return out;
 }
 

@@ -28,7 +28,7 @@ class PromptLookup final : public DraftSource {
 };
 
 struct LookupMatch {
-  std::vector<int32_t> continuation;  // up to `max` tokens that followed the match
+  std::vector<int32_t> continuation;  // the `max` tokens that followed the match (none: no match)
   int32_t length = 0;                 // tokens of the context's end matched (0: none)
 };
 
