@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "runtime/scheduler.h"
 #include "runtime/spec/draft_length.h"
+#include "runtime/spec/drafter.h"
 #include "runtime/spec/verify.h"
 #include "text/constrain/constraint.h"
 
@@ -202,6 +203,7 @@ bool Engine::admit(Sequence& s) {
   // every row and a parse state to roll back.
   if (s.req.speculation.source && s.req.speculation.draft_max > 0 && !s.req.constraint) {
     s.drafter = s.req.speculation.source->make();
+    s.drafter->set_step_cost(&step_cost_);
     s.draft_len = spec::DraftLength(s.req.speculation.draft_max);
   }
   s.stats.prompt_tokens = int32_t(prompt.size());
@@ -363,8 +365,10 @@ std::vector<Event> Engine::step() {
   rotate_ += size_t(opts_.n_batch);
 
   backend::StepBatch batch;
+  bool decode_only = true;  // no prompt rows: a step whose time says what drafts cost
   for (size_t k = 0; k < slices.size(); ++k) {
     Sequence& s = *running_[slices[k].seq];
+    decode_only = decode_only && s.decoding;
     grow(s.blocks, s.reserved, s.n_computed + slices[k].count);
     if (s.decoding) s.drafts.resize(size_t(slices[k].count - 1));  // the budget may have cut them
     for (int32_t i = 0; i < slices[k].count; ++i) {
@@ -379,7 +383,9 @@ std::vector<Event> Engine::step() {
   logits_.resize(batch.n_logit_rows() * size_t(vocab_));
   std::string error;
   try {
+    const auto t0 = Clock::now();
     plan_->run(batch, *kv_, logits_.data());
+    if (decode_only) step_cost_.record(int32_t(batch.size()), seconds(t0, Clock::now()));
   } catch (const loom::Error& e) {
     error = e.what();
   }

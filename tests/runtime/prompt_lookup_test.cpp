@@ -35,19 +35,38 @@ TEST(PromptLookup, TheLongestMatchWinsOverTheMostRecent) {
 
 TEST(DraftGain, DraftsOnlyWhatPaysForItsRows) {
   for (int32_t r = 1; r < 20; ++r) EXPECT_LT(spec::verify_step_cost(r), spec::verify_step_cost(r + 1));
-  EXPECT_EQ(spec::best_draft_length({}), 0);
-  EXPECT_EQ(spec::best_draft_length(std::vector<double>(7, 1.0)), 7);  // certain drafts: all of them
-  EXPECT_EQ(spec::best_draft_length(std::vector<double>(7, 0.0)), 0);
+  const spec::StepCost table;  // nothing timed: the table
+  EXPECT_EQ(spec::best_draft_length({}, table), 0);
+  EXPECT_EQ(spec::best_draft_length(std::vector<double>(7, 1.0), table), 7);  // certain drafts: all of them
+  EXPECT_EQ(spec::best_draft_length(std::vector<double>(7, 0.0), table), 0);
   // One draft accepted with p costs a 2-row step: worth it only if 1 + p > cost(2).
   const double even = spec::verify_step_cost(2) - 1;
-  EXPECT_EQ(spec::best_draft_length(std::vector<double>{even * 0.9}), 0);
-  EXPECT_EQ(spec::best_draft_length(std::vector<double>{even * 1.1}), 1);
+  EXPECT_EQ(spec::best_draft_length(std::vector<double>{even * 0.9}, table), 0);
+  EXPECT_EQ(spec::best_draft_length(std::vector<double>{even * 1.1}, table), 1);
   int32_t last = 0;
   for (double p = 0; p <= 1.0; p += 0.01) {  // likelier drafts never get shorter
-    const int32_t k = spec::best_draft_length(std::vector<double>(7, p));
+    const int32_t k = spec::best_draft_length(std::vector<double>(7, p), table);
     EXPECT_GE(k, last) << p;
     last = k;
   }
+  // Where rows cost what one row costs (a GPU), every draft with a chance is worth verifying.
+  spec::StepCost flat;
+  for (int32_t r = 1; r <= spec::StepCost::kRows; ++r) flat.record(r, 0.004);
+  EXPECT_EQ(spec::best_draft_length(std::vector<double>(7, 0.1), flat), 7);
+  EXPECT_EQ(spec::best_draft_length(std::vector<double>(7, 0.1), table), 0);
+}
+
+TEST(StepCost, FollowsTheEnginesTimingsAndShrugsOffOutliers) {
+  spec::StepCost c;
+  EXPECT_DOUBLE_EQ(c.relative(4), spec::verify_step_cost(4));
+  c.record(4, 0.006);  // no 1-row timing yet: still the table
+  EXPECT_DOUBLE_EQ(c.relative(4), spec::verify_step_cost(4));
+  for (int i = 0; i < 50; ++i) c.record(1, 0.004), c.record(4, 0.006);
+  EXPECT_NEAR(c.relative(4), 1.5, 1e-6);
+  EXPECT_DOUBLE_EQ(c.relative(3), spec::verify_step_cost(3));  // never timed: the table
+  c.record(1, 1.0);  // a step the OS interrupted: clamped to 2x, weighted 0.1
+  EXPECT_NEAR(c.relative(4), 0.006 / 0.0044, 1e-6);
+  EXPECT_GT(c.relative(40), c.relative(16));  // past the tracked rows: the table's slope
 }
 
 namespace {

@@ -48,7 +48,8 @@ class LookupDrafter final : public Drafter {
     // P(draft i + 1 accepted | 1..i were): once i drafts are accepted the match is i longer.
     std::vector<double> p_next(m.continuation.size());
     for (size_t i = 0; i < p_next.size(); ++i) p_next[i] = stats_.p(m.length + int32_t(i));
-    const int32_t k = best_draft_length(p_next);
+    static const StepCost kTable;  // no timings: the CPU table
+    const int32_t k = best_draft_length(p_next, step_cost_ ? *step_cost_ : kTable);
     pending_ = {context.size(), m};
     return {m.continuation.begin(), m.continuation.begin() + k};
   }
