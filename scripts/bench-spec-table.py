@@ -2,7 +2,8 @@
 """The table of scripts/bench-spec from the files it leaves in OUT: per model and prompt, Loom's
 arms (from `loom bench --spec --json`) and llama.cpp's (llama-bench's tg at the prompt's depth
 as its plain decode; llama-lookup's and llama-speculative's own "decoded ... speed" and
-acceptance lines, median over the repetitions). Ratios are to each system's own plain decode."""
+acceptance lines, median over the repetitions). Ratios are to each system's own plain decode.
+Then Loom's verify step cost per run: a step of R rows (all with logits) against a 1-row step."""
 import glob
 import json
 import os
@@ -64,6 +65,19 @@ def main(out):
     print("|" + "|".join("---" for _ in head) + "|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    # The price of a drafted token: Loom's verify step of R rows against a 1-row step, per run.
+    steps = []
+    for lj in sorted(glob.glob(os.path.join(out, "*.loom.json"))):
+        vs = json.load(open(lj)).get("verify_step")
+        if vs:
+            steps.append((os.path.basename(lj)[: -len(".loom.json")], vs))
+    if steps:
+        print()
+        head = ["run"] + [f"{v['rows']} rows" for v in steps[0][1]]
+        print("| " + " | ".join(head) + " |")
+        print("|" + "|".join("---" for _ in head) + "|")
+        for name, vs in steps:
+            print("| " + " | ".join([name] + [f"{v['vs_one_row']:.2f}x" for v in vs]) + " |")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 #include "bench/speculative.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "common/error.h"
 
 namespace bench {
@@ -28,6 +31,31 @@ GenerationSample measure_generation(loom::runtime::Engine& e, const std::vector<
     }
     if (e.idle()) loom::fail("bench: the engine went idle before the request ended");
   }
+}
+
+std::vector<double> verify_step_seconds(loom::runtime::Engine& e, const std::vector<int32_t>& context, int max_rows,
+                                        int reps) {
+  using Clock = std::chrono::steady_clock;
+  loom::runtime::DirectSequence seq(e);
+  seq.feed(context);
+  const int32_t at = seq.position();
+  std::vector<std::vector<double>> times(size_t(std::max(0, max_rows)));
+  for (int r = 0; r < reps; ++r)
+    for (int rows = 1; rows <= max_rows; ++rows) {
+      // Rows after the context's last token: the context's own tokens, as drafts from it would be.
+      std::vector<int32_t> toks(context.end() - std::min<ptrdiff_t>(rows, ptrdiff_t(context.size())), context.end());
+      toks.resize(size_t(rows), context.back());
+      const auto t0 = Clock::now();
+      seq.feed(toks, 0);
+      times[size_t(rows - 1)].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      seq.rollback(at);
+    }
+  std::vector<double> out;
+  for (auto& t : times) {
+    std::sort(t.begin(), t.end());
+    out.push_back(t.empty() ? 0.0 : t[t.size() / 2]);
+  }
+  return out;
 }
 
 }  // namespace bench

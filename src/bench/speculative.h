@@ -23,4 +23,10 @@ GenerationSample measure_generation(loom::runtime::Engine& e, const std::vector<
                                     const loom::runtime::SamplerParams& sampling,
                                     const loom::runtime::spec::Speculation& speculation);
 
+// Median seconds of one decode step of r rows, all with logits (a verify step of r - 1 drafts),
+// after `context`, for r = 1..max_rows: the steps interleaved over `reps` rounds on one
+// sequence rolled back after each, so every row count sees the same machine state.
+std::vector<double> verify_step_seconds(loom::runtime::Engine& e, const std::vector<int32_t>& context, int max_rows,
+                                        int reps);
+
 }  // namespace bench

@@ -3,7 +3,9 @@
 // plain, A, B, ...). Reported per arm: decode t/s (first token to last), its paired ratio to
 // plain with a bootstrap 95% CI, the acceptance rate (accepted / drafted), the mean tokens per
 // verifying step (1 + accepted / steps), and whether its tokens equal plain decoding's (they
-// must: greedy speculation is exact).
+// must: greedy speculation is exact). Then the cost of a verify step of 1..draft_max + 2 rows
+// against a 1-row step at the prompt's depth (the price of each drafted token). The JSON also
+// carries the prompt's and the plain reply's token ids, to replay a drafter offline.
 #include "cli/bench_spec.h"
 
 #include <cstdio>
@@ -72,11 +74,16 @@ void run_spec_bench(const SpecBenchArgs& a) {
       arm.accepted += s.stats.draft_accepted;
       arm.steps += s.stats.verify_steps;
     }
+  if (!a.quiet) std::fprintf(stderr, "\r\033[K[verify step cost]");
+  // What a step of 1 + k rows costs against a 1-row step, here: the price drafting pays.
+  const auto step_s = bench::verify_step_seconds(*engine, prompt, a.draft_max + 2, std::max(8, 4 * a.reps));
   if (!a.quiet) std::fprintf(stderr, "\r\033[K");
 
   nlohmann::json out = {{"model", a.model}, {"prompt_file", a.prompt_file}, {"prompt_tokens", prompt.size()},
                         {"generated", reference.size()}, {"threads", engine->threads()}, {"repetitions", a.reps},
-                        {"draft_max", a.draft_max}};
+                        {"draft_max", a.draft_max}, {"prompt_ids", prompt}, {"reference_ids", reference}};
+  for (size_t r = 0; r < step_s.size(); ++r)
+    out["verify_step"].push_back({{"rows", r + 1}, {"ms", 1e3 * step_s[r]}, {"vs_one_row", step_s[r] / step_s[0]}});
   for (const auto& arm : arms) {
     const auto s = bench::summarize(arm.tps);
     nlohmann::json j = {{"drafter", arm.name}, {"decode_tps", s.median}, {"decode_tps_stddev", s.stddev},
@@ -87,6 +94,7 @@ void run_spec_bench(const SpecBenchArgs& a) {
       j["acceptance"] = arm.drafted > 0 ? double(arm.accepted) / double(arm.drafted) : 0.0;
       j["mean_accepted_length"] = arm.steps > 0 ? 1.0 + double(arm.accepted) / double(arm.steps) : 1.0;
       j["drafted"] = arm.drafted;
+      j["verify_steps"] = arm.steps;
     }
     out["arms"].push_back(j);
   }
@@ -110,6 +118,10 @@ void run_spec_bench(const SpecBenchArgs& a) {
                 fmt::format("{:.1f} ± {:.1f}", j["decode_tps"].get<double>(), j["decode_tps_stddev"].get<double>()).c_str(),
                 ratio.c_str(), acc.c_str(), len.c_str(), j["identical"].get<bool>() ? "yes" : "NO");
   }
+  std::printf("\nverify step (rows: ms, x a 1-row step):");
+  for (const auto& v : out["verify_step"])
+    std::printf(" %d: %.2f, x%.2f;", v["rows"].get<int>(), v["ms"].get<double>(), v["vs_one_row"].get<double>());
+  std::printf("\n");
 }
 
 }  // namespace loom::cli

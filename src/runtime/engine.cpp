@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "runtime/scheduler.h"
 #include "runtime/spec/draft_length.h"
+#include "runtime/spec/drafter.h"
 #include "runtime/spec/verify.h"
 #include "text/constrain/constraint.h"
 
@@ -202,6 +203,7 @@ bool Engine::admit(Sequence& s) {
   // every row and a parse state to roll back.
   if (s.req.speculation.source && s.req.speculation.draft_max > 0 && !s.req.constraint) {
     s.drafter = s.req.speculation.source->make();
+    s.drafter->set_step_cost(&step_cost_);
     s.draft_len = spec::DraftLength(s.req.speculation.draft_max);
   }
   s.stats.prompt_tokens = int32_t(prompt.size());
@@ -301,13 +303,13 @@ bool Engine::emit(Sequence& s, int32_t t, const float* logits, std::vector<Event
 }
 
 // The drafts this step verifies after the sequence's last token: as many as the adaptive
-// length asks, no more than the tokens the request may still emit (less the one the target
+// length asks (or the drafter finds worth it, when it sizes its own drafts), no more than the tokens the request may still emit (less the one the target
 // adds) and the positions left in the context, so the step's rows stay inside the blocks the
 // request reserved at admission.
 void Engine::propose(Sequence& s) {
   s.drafts.clear();
   if (!s.drafter || !s.decoding || s.tokens.size() != size_t(s.n_computed) + 1) return;
-  int32_t k = s.draft_len.next();
+  int32_t k = s.drafter->sizes_own_drafts() ? s.req.speculation.draft_max : s.draft_len.next();
   if (s.req.max_tokens >= 0) k = std::min(k, s.req.max_tokens - s.stats.generated - 1);
   k = std::min(k, opts_.n_ctx - s.n_computed - 1);
   if (k <= 0) return;
@@ -341,7 +343,7 @@ void Engine::verify(Sequence& s, const float* rows, std::vector<Event>& events) 
     if (v.accepted) ++accepted, ++s.stats.draft_accepted;
     if (emit(s, v.token, row, events) || !v.accepted) break;
   }
-  s.draft_len.record(n_draft, accepted);
+  if (!s.drafter->sizes_own_drafts()) s.draft_len.record(n_draft, accepted);
   if (s.req.cache_prefix && !s.blocks.empty()) index_full_blocks(s);
   s.drafts.clear();
 }
@@ -363,8 +365,10 @@ std::vector<Event> Engine::step() {
   rotate_ += size_t(opts_.n_batch);
 
   backend::StepBatch batch;
+  bool decode_only = true;  // no prompt rows: a step whose time says what drafts cost
   for (size_t k = 0; k < slices.size(); ++k) {
     Sequence& s = *running_[slices[k].seq];
+    decode_only = decode_only && s.decoding;
     grow(s.blocks, s.reserved, s.n_computed + slices[k].count);
     if (s.decoding) s.drafts.resize(size_t(slices[k].count - 1));  // the budget may have cut them
     for (int32_t i = 0; i < slices[k].count; ++i) {
@@ -379,7 +383,9 @@ std::vector<Event> Engine::step() {
   logits_.resize(batch.n_logit_rows() * size_t(vocab_));
   std::string error;
   try {
+    const auto t0 = Clock::now();
     plan_->run(batch, *kv_, logits_.data());
+    if (decode_only) step_cost_.record(int32_t(batch.size()), seconds(t0, Clock::now()));
   } catch (const loom::Error& e) {
     error = e.what();
   }

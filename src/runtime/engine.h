@@ -35,6 +35,7 @@
 #include "runtime/prefix_cache.h"
 #include "runtime/request.h"
 #include "runtime/sampler.h"
+#include "runtime/spec/draft_gain.h"
 #include "text/stream_decoder.h"
 #include "text/tokenizer.h"
 
@@ -121,6 +122,9 @@ class Engine {
   std::vector<RequestId> cancels_;
   RequestId next_id_ = 1;
 
+  // Decode step time by row count: what drafts cost (spec/draft_gain.h). Before the sequences,
+  // whose drafters point at it.
+  spec::StepCost step_cost_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   size_t rotate_ = 0;

@@ -78,3 +78,9 @@ def test_bench_spec_reports_speed_acceptance_and_identity(loom_bin, tiny):
         assert arm["identical"] and arm["decode_tps"] > 0
     for arm in out["arms"][1:]:
         assert 0 <= arm["acceptance"] <= 1 and arm["mean_accepted_length"] >= 1 and "ratio" in arm
+        assert arm["verify_steps"] >= 0
+    # The replayable run (the prompt's and plain reply's ids) and the price of a drafted token:
+    # a step of 1 .. draft_max + 2 rows (default draft max 7) timed against a 1-row step.
+    assert len(out["reference_ids"]) == out["generated"] and len(out["prompt_ids"]) == out["prompt_tokens"]
+    assert [v["rows"] for v in out["verify_step"]] == list(range(1, 10))
+    assert out["verify_step"][0]["vs_one_row"] == 1 and all(v["ms"] > 0 for v in out["verify_step"])

@@ -95,7 +95,8 @@ TEST(PromptLookup, DraftsWhatFollowedTheMostRecentLongestMatch) {
   // ... 1 2 3 9 ... 1 2 3 7 8 ... 2 3 | the tail "2 3" last followed by 7 8 (the more recent).
   const std::vector<int32_t> ctx = {1, 2, 3, 9, 4, 1, 2, 3, 7, 8, 5, 2, 3};
   EXPECT_EQ(spec::lookup_draft(ctx, 2), (std::vector<int32_t>{7, 8}));
-  EXPECT_EQ(spec::lookup_draft(ctx, 10), (std::vector<int32_t>{7, 8, 5, 2, 3}));  // up to the context's end
+  // Up to the context's end, then on as an overlapping copy (the tail repeats what followed it).
+  EXPECT_EQ(spec::lookup_draft(ctx, 10), (std::vector<int32_t>{7, 8, 5, 2, 3, 7, 8, 5, 2, 3}));
   EXPECT_TRUE(spec::lookup_draft(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());   // no earlier occurrence
   EXPECT_TRUE(spec::lookup_draft(std::vector<int32_t>{1}, 4).empty());
 }

@@ -13,6 +13,8 @@
 
 namespace loom::runtime::spec {
 
+class StepCost;
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -20,6 +22,16 @@ class Drafter {
   // so far, the last of which the target has not yet computed. Fewer (or none) when it has no
   // good guess. Drafters are deterministic: the verification treats a draft as a point mass.
   virtual std::vector<int32_t> draft(std::span<const int32_t> context, int32_t max) = 0;
+  // True when the drafter picks how many tokens pay (prompt lookup, from its own acceptance
+  // estimates): the engine then asks for up to the request's draft_max every step and leaves
+  // its adaptive length and back-off (draft_length.h) out. False: the engine's length decides.
+  virtual bool sizes_own_drafts() const { return false; }
+  // What the engine's steps cost by row count (draft_gain.h), for a drafter that sizes its own
+  // drafts; the engine sets it at admission and outlives the drafter. Unset: the CPU table.
+  void set_step_cost(const StepCost* cost) { step_cost_ = cost; }
+
+ protected:
+  const StepCost* step_cost_ = nullptr;
 };
 
 class DraftSource {
