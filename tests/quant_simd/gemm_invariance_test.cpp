@@ -1,6 +1,6 @@
 // Batch invariance of the kernels: the bits of out[a][r] depend on weight row r and activation
-// row a only, not on how many activation rows share the call (1..8: the fast backend's decode
-// GEMV tiles, 9+: its prefill GEMM tiles, activation tiles of 1-4 and row chunks), nor on
+// row a only, not on how many activation rows share the call (1-4: the decode tiles, 5+: the
+// prefill GEMM tiles of several groups and rows, with tails of 1-4 rows and row chunks), nor on
 // which rows the call covers (row tiles of 1, 2 or 4 and their tails) -- at every ISA level,
 // for gemm() on stored rows and gemm_packed() on x8 groups. Inner dims of several (super-)
 // blocks, since a sum of one or two block products is the same in any order.
@@ -54,7 +54,7 @@ void call(const Case& c, bool packed, const std::vector<uint8_t>& pk, int64_t r0
 
 void check_invariant(TensorType wt, int64_t k, bool packed, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const int64_t rows = 24, n_act = 21;  // 3 x8 groups; 21 activations: GEMM tiles of 8 and 4, a tail of 1
+  const int64_t rows = 24, n_act = 21;  // 3 x8 groups; 21 activations: GEMM tiles of 6, 8 or 12 rows and their tails
   const Case c = make_case(wt, k, rows, n_act, rng);
   std::vector<uint8_t> pk;
   if (packed) {
