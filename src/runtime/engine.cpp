@@ -303,9 +303,9 @@ bool Engine::emit(Sequence& s, int32_t t, const float* logits, std::vector<Event
 }
 
 // The drafts this step verifies after the sequence's last token: as many as the adaptive
-// length asks (or the drafter finds worth it, when it sizes its own drafts), no more than the tokens the request may still emit (less the one the target
-// adds) and the positions left in the context, so the step's rows stay inside the blocks the
-// request reserved at admission.
+// length asks (or the drafter finds worth it, when it sizes its own drafts), no more than the
+// tokens the request may still emit (less the one the target adds) and the positions left in
+// the context, so the step's rows stay inside the blocks the request reserved at admission.
 void Engine::propose(Sequence& s) {
   s.drafts.clear();
   if (!s.drafter || !s.decoding || s.tokens.size() != size_t(s.n_computed) + 1) return;
