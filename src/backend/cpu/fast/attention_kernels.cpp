@@ -380,13 +380,18 @@ void values_cols_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int
 // 12 accumulators either way. Many heads (a prefill block): 6 heads x 16 columns, so a key
 // costs 2 value loads and 6 broadcasts per 12 FMAs. A GQA group of 3 (decode): 3 heads x 32
 // columns, which the compiler feeds by folding the value loads into the FMAs (4 loads more,
-// still under the FMAs' 6 cycles with few heads).
+// still under the FMAs' 6 cycles with few heads). A GQA group of 2 (decode): 2 heads x 48
+// columns, so a head of 128 takes 3 passes over the run, not 4 (a pass costs its accumulators'
+// loads and stores, which a decode step's short runs do not amortize).
 template <KvElem E>
 void values_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
                  float* acc, HeadRanges r) {
   int64_t c = 0;
   if (G.heads >= 6) {
     for (; c + 16 <= G.vd; c += 16) values_cols_avx2<E, 2, 6>(G, rows, stride, count, w, ld, acc, c, r);
+  } else if (G.heads == 2) {
+    for (; c + 48 <= G.vd; c += 48) values_cols_avx2<E, 6, 2>(G, rows, stride, count, w, ld, acc, c, r);
+    for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4, 2>(G, rows, stride, count, w, ld, acc, c, r);
   } else {
     for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4, 3>(G, rows, stride, count, w, ld, acc, c, r);
   }
