@@ -19,9 +19,10 @@
 //   - merge: the row's partial outputs summed in chunk order.
 // What does depend on the batch is only how work is shared: up to `rows` (16) consecutive rows
 // of one sequence form a block whose query heads (rows × heads of a kv head) read each key and
-// value row once; keys outside a row's range are masked out of its sums, never added as zeros. Many
-// blocks: one task per (block, kv head) with its buffers in thread scratch; few (decode): the
-// chunks are tasks of their own, so one sequence's KV range is streamed by every thread.
+// value row once; keys outside a row's range are masked out of its sums, never added as zeros. Blocks
+// of many rows (prefill): one task per (block, kv head) with its buffers in thread scratch;
+// blocks of a few rows (decode): a task is one chunk of one block with all its kv heads, read
+// as whole cached rows a tile at a time, so the KV range streams and every thread takes chunks.
 //
 // The kernels (attention_kernels.h) convert a tile of keys once for all the heads of a call
 // and keep every head's sums in registers; their arithmetic per score and per output element
@@ -48,10 +49,13 @@ using Geometry = AttentionGeometry;
 constexpr int32_t kDefaultChunk = 256;  // positions per split-K chunk (schedule: attention = {chunk})
 constexpr int32_t kDefaultRows = 16;   // rows of one sequence sharing each key and value read (attention = {rows})
 constexpr int64_t kStreamRows = 4;     // steps whose blocks have at most this many rows (decode) stream the cache
-// Positions per tile of the decode path: a tile's rows of every kv head (16 rows of 2 KiB at
-// 8 kv heads x 128) stay in L1 while each head's kernel reads its slice of them.
-constexpr int64_t kScoreTile = 16;     // the AVX2 score kernel's key tile
-constexpr int64_t kValueTile = 8;
+// Positions per tile of the decode path: about 16 KiB of cached rows (8 of 2 KiB at 8 kv heads
+// x 128, 16 of 1 KiB at 8 x 64, 32 of 384 B at 3 x 64), which stay in L1 while each kv head's
+// kernel reads its slice of them. Single-thread micro-benchmarks over caches larger than L3:
+// the best of 8, 16, 32 and 64 positions for each of those three shapes (values most).
+int64_t stream_tile(size_t row_bytes) {
+  return std::clamp<int64_t>(int64_t((16 << 10) / std::max<size_t>(row_bytes, 1)), 8, 32) / 4 * 4;
+}
 
 // A block of rows [t0, t0 + rows) of one sequence and one kv head: a task's queries.
 struct Pair {
@@ -398,7 +402,7 @@ void run_attention(const Step& s, Exec& e) {
     float* qh = e.scratch_for(thread, size_t(t.n_pairs * heads * a.head_dim + row_floats));
     float* row = qh + t.n_pairs * heads * a.head_dim;
     for (int64_t j = 0; j < t.n_pairs; ++j) job.pack_queries(job.pairs[size_t(t.first_pair + j)], qh + j * heads * a.head_dim);
-    walk(t, false, kScoreTile, [&](const Pair& pr, int64_t, int32_t p, const uint8_t* rows, int64_t n) {
+    walk(t, false, stream_tile(job.G.k_stride), [&](const Pair& pr, int64_t, int32_t p, const uint8_t* rows, int64_t n) {
       scores_run(job.geometry(pr), qh + (pr.g - job.pairs[size_t(t.first_pair)].g) * heads * a.head_dim,
                  rows + kv_row_bytes(elem, pr.g * a.head_dim), job.G.k_stride, n, scores + pr.scores + (p - pr.lo),
                  pr.hi - pr.lo, row);
@@ -426,7 +430,7 @@ void run_attention(const Step& s, Exec& e) {
       const int64_t ci = pr.first_chunk + t.k;
       job.weights(ci, scores + pr.scores, pr.hi - pr.lo, stats + pr.stats, acc(pr, ci));
     }
-    walk(t, true, kValueTile, [&](const Pair& pr, int64_t ci, int32_t p, const uint8_t* rows, int64_t n) {
+    walk(t, true, stream_tile(job.G.v_stride), [&](const Pair& pr, int64_t ci, int32_t p, const uint8_t* rows, int64_t n) {
       job.value_rows(ci, p, rows, n, scores + pr.scores, pr.hi - pr.lo, acc(pr, ci), row, ranges, nullptr);
     });
     for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {

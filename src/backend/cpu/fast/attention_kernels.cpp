@@ -215,17 +215,24 @@ inline __m256 load8(const uint8_t* row, int64_t c) {
   }
 }
 
-// Lane i of the result = the sum of a[i]'s lanes as ((x0 + x1) + (x2 + x3)) + ((x4 + x5) +
-// (x6 + x7)), whatever the other vectors hold: the one order every score's lanes are added in.
+// Lane i of the result = the sum of a[i]'s lanes as ((x0 + x2) + (x1 + x3)) + ((x4 + x6) +
+// (x5 + x7)), whatever the other vectors hold: the one order every score's lanes are added in
+// (a transpose-like tree of unpacks and shuffles: fewer instructions than horizontal adds).
+inline __m256 pair_sums(__m256 a, __m256 b) {  // [a0+a2, b0+b2, a1+a3, b1+b3 | the same of 4..7]
+  return _mm256_add_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+}
+inline __m256 quad_sums(__m256 ab, __m256 cd) {  // lanes 0-3: a, b, c, d's low-half sums; 4-7: high
+  return _mm256_add_ps(_mm256_shuffle_ps(ab, cd, 0x44), _mm256_shuffle_ps(ab, cd, 0xEE));
+}
 inline __m256 reduce8(const __m256* a) {
-  const __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  const __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  const __m256 g0 = quad_sums(pair_sums(a[0], a[1]), pair_sums(a[2], a[3]));
+  const __m256 g1 = quad_sums(pair_sums(a[4], a[5]), pair_sums(a[6], a[7]));
   return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
 }
 
 // reduce8 of 4 vectors: lane i of the result = the sum of a[i]'s lanes, in the same order.
 inline __m128 reduce4(const __m256* a) {
-  const __m256 g = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 g = quad_sums(pair_sums(a[0], a[1]), pair_sums(a[2], a[3]));
   return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
 }
 
@@ -257,9 +264,7 @@ inline void score_tile(const float* q, const uint8_t* rows, size_t stride, float
   _mm256_store_ps(r, _mm256_mul_ps(reduce8(a), _mm256_set1_ps(scale)));
   if constexpr (N > 8) _mm_store_ps(r + 8, _mm_mul_ps(reduce4(a + 8), _mm_set1_ps(scale)));
 #pragma GCC unroll 12
-  for (int h = 0; h < NH; ++h)
-#pragma GCC unroll 8
-    for (int u = 0; u < NU; ++u) sc[h * ld + u] = r[h * NU + u];
+  for (int h = 0; h < NH; ++h) std::memcpy(sc + h * ld, r + h * NU, NU * sizeof(float));
 }
 
 // Every head of the call over keys [0, count), NU keys at a time (then one at a time).
