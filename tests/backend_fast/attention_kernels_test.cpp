@@ -67,11 +67,17 @@ struct Shape {
   int64_t hd, heads, count;
 };
 
+// Heads: every count the AVX2 score tiles specialize (1-4: a decode step's GQA group, read
+// in registers; 5+: tiles of 6, 4, 2 and 1 heads over converted keys), a 16-row prefill block
+// of GQA 2 (32) and 3 (48), and 64. Counts: partial and whole key tiles (6, 4, 2 and 16 keys)
+// and a whole 256-position chunk, the run a decode task hands the kernels at depth.
 std::vector<Shape> shapes() {
   std::vector<Shape> s;
   for (int64_t hd : {32, 64, 128, 256})
-    for (int64_t heads : {1, 3, 4, 7, 48, 64})
-      for (int64_t count : {1, 5, 31, 32, 33, 77}) s.push_back({hd, heads, count});
+    for (int64_t heads : {1, 2, 3, 4, 5, 7, 32, 48, 64})
+      for (int64_t count : {1, 5, 16, 31, 32, 33, 77}) s.push_back({hd, heads, count});
+  for (int64_t heads : {2, 3}) s.push_back({128, heads, 256});  // qwen3-0.6b / 135M decode at a chunk
+  s.push_back({64, 3, 256});
   return s;
 }
 
@@ -182,15 +188,22 @@ TEST(AttentionKernels, HeadResultsDoNotDependOnTheirCompany) {
       const AttentionGeometry G{e, hd, hd, heads, k.stride, k.stride};
       std::vector<float> all(static_cast<size_t>(heads * count)), one(static_cast<size_t>(count)), row(static_cast<size_t>(hd));
       scores_run(G, q.data(), k.bytes.data(), k.stride, count, all.data(), count, row.data());
+      // Alone (a decode step of MHA) and in the GQA groups of decode steps (2-4 heads, the
+      // kernels' in-register tiles), over the run cut in two: the same bits as among 48.
+      for (int64_t n : {1, 2, 3, 4}) {
+        AttentionGeometry Gn = G;
+        Gn.heads = n;
+        std::vector<float> few(static_cast<size_t>(n * count));
+        for (int64_t h = 0; h + n <= heads; h += 7) {
+          scores_run(Gn, q.data() + h * hd, k.bytes.data(), k.stride, cut, few.data(), count, row.data());
+          scores_run(Gn, q.data() + h * hd, k.bytes.data() + size_t(cut) * k.stride, k.stride, count - cut,
+                     few.data() + cut, count, row.data());
+          ASSERT_EQ(0, std::memcmp(few.data(), all.data() + h * count, size_t(n * count) * sizeof(float)))
+              << name(e) << " hd " << hd << " heads " << h << ".." << h + n - 1 << " seed " << seed;
+        }
+      }
       AttentionGeometry G1 = G;
       G1.heads = 1;
-      for (int64_t h = 0; h < heads; h += 7) {
-        scores_run(G1, q.data() + h * hd, k.bytes.data(), k.stride, cut, one.data(), count, row.data());
-        scores_run(G1, q.data() + h * hd, k.bytes.data() + size_t(cut) * k.stride, k.stride, count - cut,
-                   one.data() + cut, count, row.data());
-        ASSERT_EQ(0, std::memcmp(one.data(), all.data() + h * count, size_t(count) * sizeof(float)))
-            << name(e) << " hd " << hd << " head " << h << " seed " << seed;
-      }
       // Values: head h alone, over its range in two calls, equals head h among 48.
       std::vector<float> w(static_cast<size_t>(heads * count));
       for (auto& x : w) x = float(rng() % 1000) / 1000.f;

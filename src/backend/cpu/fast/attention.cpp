@@ -19,9 +19,10 @@
 //   - merge: the row's partial outputs summed in chunk order.
 // What does depend on the batch is only how work is shared: up to `rows` (16) consecutive rows
 // of one sequence form a block whose query heads (rows × heads of a kv head) read each key and
-// value row once; keys outside a row's range are masked out of its sums, never added as zeros. Many
-// blocks: one task per (block, kv head) with its buffers in thread scratch; few (decode): the
-// chunks are tasks of their own, so one sequence's KV range is streamed by every thread.
+// value row once; keys outside a row's range are masked out of its sums, never added as zeros. Blocks
+// of many rows (prefill): one task per (block, kv head) with its buffers in thread scratch;
+// blocks of a few rows (decode): a task is one chunk of one block with all its kv heads, read
+// as whole cached rows a tile at a time, so the KV range streams and every thread takes chunks.
 //
 // The kernels (attention_kernels.h) convert a tile of keys once for all the heads of a call
 // and keep every head's sums in registers; their arithmetic per score and per output element
@@ -47,6 +48,14 @@ using Geometry = AttentionGeometry;
 
 constexpr int32_t kDefaultChunk = 256;  // positions per split-K chunk (schedule: attention = {chunk})
 constexpr int32_t kDefaultRows = 16;   // rows of one sequence sharing each key and value read (attention = {rows})
+constexpr int64_t kStreamRows = 4;     // steps whose blocks have at most this many rows (decode) stream the cache
+// Positions per tile of the decode path: about 16 KiB of cached rows (8 of 2 KiB at 8 kv heads
+// x 128, 16 of 1 KiB at 8 x 64, 32 of 384 B at 3 x 64), which stay in L1 while each kv head's
+// kernel reads its slice of them. Single-thread micro-benchmarks over caches larger than L3:
+// the best of 8, 16, 32 and 64 positions for each of those three shapes (values most).
+int64_t stream_tile(size_t row_bytes) {
+  return std::clamp<int64_t>(int64_t((16 << 10) / std::max<size_t>(row_bytes, 1)), 8, 32) / 4 * 4;
+}
 
 // A block of rows [t0, t0 + rows) of one sequence and one kv head: a task's queries.
 struct Pair {
@@ -100,8 +109,7 @@ struct Job {
 
   // Pass 1 for chunk ci: scores of every head over the chunk's keys into sc ([heads][ld],
   // column 0 = position pr.lo; scaled by the kernel unless there is a softcap, which must see
-  // the raw score), then each row's softcap and scale, its max m_c over its part, and
-  // the part replaced by exp(s - m_c) with its sum l_c (the one exp a score gets).
+  // the raw score), then the chunk's softmax statistics (stats below).
   void scores(int64_t ci, const float* qh, float* sc, int64_t ld, float* st, float* row) const {
     const Chunk& c = chunks[size_t(ci)];
     const Pair& pr = pairs[size_t(c.pair)];
@@ -111,11 +119,21 @@ struct Job {
     keys.runs(c.lo, c.hi, [&](int32_t p0, const uint8_t* rows, int64_t count) {
       scores_run(PG, qh, rows + k_head, G.k_stride, count, sc + (p0 - pr.lo), ld, row);
     });
+    stats(ci, sc, ld, st);
+  }
+
+  // Chunk ci's statistics from its scores (sc as scores() leaves them): each row's softcap
+  // and scale, its max m_c over its part, and the part replaced by exp(s - m_c) with its sum
+  // l_c (the one exp a score gets). st: the chunk's m_c[heads], l_c[heads].
+  void stats(int64_t ci, float* sc, int64_t ld, float* st) const {
+    const Chunk& c = chunks[size_t(ci)];
+    const Pair& pr = pairs[size_t(c.pair)];
+    const int64_t heads = pr.rows * group;
     for (int64_t r = 0; r < pr.rows; ++r) {
       const int32_t f = from(c, pr.t0 + r), t = to(c, pr.t0 + r);
       for (int64_t h = r * group; h < (r + 1) * group; ++h) {
         st[h] = -INFINITY;
-        st[PG.heads + h] = 0.f;
+        st[heads + h] = 0.f;
         if (f >= t) continue;
         float* s = sc + h * ld + (f - pr.lo);
         const int64_t n = t - f;
@@ -125,7 +143,7 @@ struct Job {
         } else {
           st[h] = row_max(s, n);
         }
-        st[PG.heads + h] = float(exp_store_sum(s, n, st[h]));
+        st[heads + h] = float(exp_store_sum(s, n, st[h]));
       }
     }
   }
@@ -165,31 +183,50 @@ struct Job {
               float* vbuf) const {
     const Chunk& c = chunks[size_t(ci)];
     const Pair& pr = pairs[size_t(c.pair)];
-    const Geometry PG = geometry(pr);
+    weights(ci, sc, ld, stats, acc);
+    KvRows vals{e.kv, a.layer, e.batch.seq(pr.t0), true, G.v_stride};
+    vals.runs(c.lo, c.hi, [&](int32_t p0, const uint8_t* rows, int64_t count) {
+      value_rows(ci, p0, rows, count, sc, ld, acc, row, ranges, vbuf);
+    });
+  }
+
+  // The start of pass 2 for chunk ci: its weights in place of its exp(s - m_c), and acc zeroed.
+  void weights(int64_t ci, float* sc, int64_t ld, const float* stats, float* acc) const {
+    const Chunk& c = chunks[size_t(ci)];
+    const Pair& pr = pairs[size_t(c.pair)];
+    const int64_t heads = pr.rows * group;
     for (int64_t r = 0; r < pr.rows; ++r) {
       const int32_t f = from(c, pr.t0 + r), t = to(c, pr.t0 + r);
       if (f >= t) continue;
       for (int64_t h = r * group; h < (r + 1) * group; ++h)
-        scale_weights(sc + h * ld + (f - pr.lo), t - f, stats[c.stats + size_t(PG.heads + h)], G.elem == KvElem::f16);
+        scale_weights(sc + h * ld + (f - pr.lo), t - f, stats[c.stats + size_t(heads + h)], G.elem == KvElem::f16);
     }
-    std::memset(acc, 0, size_t(PG.heads * G.vd) * sizeof(float));
+    std::memset(acc, 0, size_t(heads * G.vd) * sizeof(float));
+  }
+
+  // Chunk ci's Σ w v over `count` of its value rows from position p0 (row i at rows + i *
+  // v_stride, the whole cached row: the pair's head is picked here), added to acc in
+  // ascending position; a run cut anywhere gives the same sums (the kernels' order is the
+  // positions'). ranges, vbuf: as values().
+  void value_rows(int64_t ci, int32_t p0, const uint8_t* rows, int64_t count, const float* sc, int64_t ld, float* acc,
+                  float* row, int32_t* ranges, float* vbuf) const {
+    const Chunk& c = chunks[size_t(ci)];
+    const Pair& pr = pairs[size_t(c.pair)];
+    const Geometry PG = geometry(pr);
+    const size_t v_head = kv_row_bytes(G.elem, pr.g * G.vd);
     int32_t* rf = ranges;
     int32_t* rt = ranges + PG.heads;
-    KvRows vals{e.kv, a.layer, e.batch.seq(pr.t0), true, G.v_stride};
-    const size_t v_head = kv_row_bytes(G.elem, pr.g * G.vd);
-    vals.runs(c.lo, c.hi, [&](int32_t p0, const uint8_t* rows, int64_t count) {
-      for (int64_t r = 0; r < pr.rows; ++r) {
-        const int32_t f = std::clamp<int32_t>(from(c, pr.t0 + r) - p0, 0, int32_t(count));
-        const int32_t t = std::clamp<int32_t>(to(c, pr.t0 + r) - p0, 0, int32_t(count));
-        for (int64_t h = r * group; h < (r + 1) * group; ++h) rf[h] = f, rt[h] = std::max(f, t);
-      }
-      if (!vbuf) return values_run(PG, rows + v_head, G.v_stride, count, sc + (p0 - pr.lo), ld, acc, row, {rf, rt});
-      for (int64_t i = 0; i < count; ++i) kv_row_to_f32(G.elem, rows + size_t(i) * G.v_stride + v_head, vbuf + i * G.vd, G.vd);
-      Geometry F = PG;
-      F.elem = KvElem::f32;
-      values_run(F, reinterpret_cast<const uint8_t*>(vbuf), size_t(G.vd) * sizeof(float), count, sc + (p0 - pr.lo), ld,
-                 acc, row, {rf, rt});
-    });
+    for (int64_t r = 0; r < pr.rows; ++r) {
+      const int32_t f = std::clamp<int32_t>(from(c, pr.t0 + r) - p0, 0, int32_t(count));
+      const int32_t t = std::clamp<int32_t>(to(c, pr.t0 + r) - p0, 0, int32_t(count));
+      for (int64_t h = r * group; h < (r + 1) * group; ++h) rf[h] = f, rt[h] = std::max(f, t);
+    }
+    if (!vbuf) return values_run(PG, rows + v_head, G.v_stride, count, sc + (p0 - pr.lo), ld, acc, row, {rf, rt});
+    for (int64_t i = 0; i < count; ++i) kv_row_to_f32(G.elem, rows + size_t(i) * G.v_stride + v_head, vbuf + i * G.vd, G.vd);
+    Geometry F = PG;
+    F.elem = KvElem::f32;
+    values_run(F, reinterpret_cast<const uint8_t*>(vbuf), size_t(G.vd) * sizeof(float), count, sc + (p0 - pr.lo), ld,
+               acc, row, {rf, rt});
   }
 
   // out rows of the pair = Σ over each row's chunks, in order, of their partials (the pair's).
@@ -256,9 +293,11 @@ void run_attention(const Step& s, Exec& e) {
     job.hi[size_t(t)] = p + 1;
   }
   // Blocks of up to block_rows consecutive rows of one sequence, each with every kv head.
+  int64_t max_rows = 0;
   for (int64_t t = 0; t < T;) {
     int64_t u = t + 1;
     while (u < T && u - t < block_rows && e.batch.seq(u) == e.batch.seq(t)) ++u;
+    max_rows = std::max(max_rows, u - t);
     int32_t lo = job.lo[size_t(t)], hi = job.hi[size_t(t)];
     for (int64_t r = t + 1; r < u; ++r) lo = std::min(lo, job.lo[size_t(r)]), hi = std::max(hi, job.hi[size_t(r)]);
     const int64_t heads = (u - t) * group;
@@ -290,9 +329,9 @@ void run_attention(const Step& s, Exec& e) {
     if (pr.n_chunks == 1) job.write(pr, acc);
   };
 
-  // Many pairs (prefill) or one chunk each: one task per pair, its scores, stats and partials
-  // in thread scratch (nothing the size of the whole step's scores goes through memory).
-  if (int64_t(job.pairs.size()) >= 4 * int64_t(e.pool.size()) || job.chunks.size() == job.pairs.size()) {
+  // Blocks of many rows (prefill): one task per pair, its scores, stats and partials in thread
+  // scratch (nothing the size of the whole step's scores goes through memory).
+  if (max_rows > kStreamRows) {
     e.pool.for_each(int64_t(job.pairs.size()), [&](int64_t pi, int thread) {
       const Pair& pr = job.pairs[size_t(pi)];
       const int64_t heads = pr.rows * group, ld = pr.hi - pr.lo;
@@ -316,28 +355,88 @@ void run_attention(const Step& s, Exec& e) {
     return;
   }
 
-  // Few pairs (decode): every chunk is a task of each pass, so one sequence's KV range is
-  // streamed by every thread, then each pair's partials are merged. The passes share buffers
-  // owned by the calling thread (the pool's thread 0): per-thread scratch cannot hold data one
-  // task writes and another reads.
+  // Decode (blocks of a few rows): a task is one chunk of positions of one block with all its
+  // kv heads (or a share of them when there are too few chunks to keep every thread busy), and
+  // walks the chunk a tile of positions at a time, every head of the task per tile: the cached
+  // rows hold all kv heads side by side, so a task reads whole rows front to back (a stream)
+  // instead of one head's slice of each row, and every thread streams its own chunks. The
+  // passes share buffers owned by the calling thread (the pool's thread 0): per-thread
+  // scratch cannot hold data one task writes and another reads. A score's and an output's
+  // arithmetic is the per-pair path's (the kernels' order is the positions', however a run is
+  // cut), so the two paths give the same bits.
   thread_local std::vector<float> shared;
   const size_t need = job.score_floats + job.stats_floats + job.partial_floats;
   if (shared.size() < need) shared.resize(need);
   float* scores = shared.data();
   float* stats = scores + job.score_floats;
   float* partials = stats + job.stats_floats;
-  e.pool.for_each(int64_t(job.chunks.size()), [&](int64_t ci, int thread) {
-    const Chunk& c = job.chunks[size_t(ci)];
-    const Pair& pr = job.pairs[size_t(c.pair)];
-    float* qh = e.scratch_for(thread, size_t(pr.rows * group * a.head_dim + row_floats));
-    job.pack_queries(pr, qh);
-    job.scores(ci, qh, scores + pr.scores, pr.hi - pr.lo, stats + pr.stats + c.stats, qh + pr.rows * group * a.head_dim);
+  struct Task {
+    int64_t first_pair, n_pairs, k;  // chunk k of pairs [first_pair, first_pair + n_pairs) (one block's)
+  };
+  std::vector<Task> tasks;
+  const int64_t n_tasks = int64_t(job.chunks.size()) / a.n_kv;
+  const int64_t split = std::clamp<int64_t>((4 * e.pool.size() + n_tasks - 1) / std::max<int64_t>(n_tasks, 1), 1, a.n_kv);
+  for (size_t b = 0; b < job.pairs.size(); b += size_t(a.n_kv))
+    for (int64_t k = 0; k < job.pairs[b].n_chunks; ++k)
+      for (int64_t j = 0; j < split; ++j) {
+        const int64_t g0 = a.n_kv * j / split, g1 = a.n_kv * (j + 1) / split;
+        tasks.push_back({int64_t(b) + g0, g1 - g0, k});
+      }
+  // fn(pair, chunk index, p, rows, n): each tile of n positions from p of the task's chunk (row
+  // i at rows + i * stride: whole cached rows), for every pair of the task in turn.
+  auto walk = [&](const Task& t, bool values, int64_t tile, auto&& fn) {
+    const Pair& p0 = job.pairs[size_t(t.first_pair)];
+    const Chunk& c0 = job.chunks[size_t(p0.first_chunk + t.k)];
+    const size_t stride = values ? job.G.v_stride : job.G.k_stride;
+    KvRows{e.kv, a.layer, e.batch.seq(p0.t0), values, stride}.runs(c0.lo, c0.hi, [&](int32_t p, const uint8_t* rows, int64_t count) {
+      for (int64_t i = 0; i < count; i += tile)
+        for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
+          const Pair& pr = job.pairs[size_t(pi)];
+          fn(pr, pr.first_chunk + t.k, int32_t(p + i), rows + size_t(i) * stride, std::min(tile, count - i));
+        }
+    });
+  };
+  e.pool.for_each(int64_t(tasks.size()), [&](int64_t ti, int thread) {
+    const Task& t = tasks[size_t(ti)];
+    const int64_t heads = job.pairs[size_t(t.first_pair)].rows * group;
+    float* qh = e.scratch_for(thread, size_t(t.n_pairs * heads * a.head_dim + row_floats));
+    float* row = qh + t.n_pairs * heads * a.head_dim;
+    for (int64_t j = 0; j < t.n_pairs; ++j) job.pack_queries(job.pairs[size_t(t.first_pair + j)], qh + j * heads * a.head_dim);
+    walk(t, false, stream_tile(job.G.k_stride), [&](const Pair& pr, int64_t, int32_t p, const uint8_t* rows, int64_t n) {
+      scores_run(job.geometry(pr), qh + (pr.g - job.pairs[size_t(t.first_pair)].g) * heads * a.head_dim,
+                 rows + kv_row_bytes(elem, pr.g * a.head_dim), job.G.k_stride, n, scores + pr.scores + (p - pr.lo),
+                 pr.hi - pr.lo, row);
+    });
+    for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
+      const Pair& pr = job.pairs[size_t(pi)];
+      const int64_t ci = pr.first_chunk + t.k;
+      job.stats(ci, scores + pr.scores, pr.hi - pr.lo, stats + pr.stats + job.chunks[size_t(ci)].stats);
+    }
   });
   for (const Pair& pr : job.pairs) job.normalize(pr, stats + pr.stats);  // a few heads: not worth a section
-  e.pool.for_each(int64_t(job.chunks.size()), [&](int64_t ci, int thread) {
-    const Pair& pr = job.pairs[size_t(job.chunks[size_t(ci)].pair)];
-    float* acc = e.scratch_for(thread, size_t(pr.rows * group * a.value_dim + row_floats));
-    pass2(ci, scores + pr.scores, stats + pr.stats, partials + pr.partials, acc, acc + pr.rows * group * a.value_dim, nullptr);
+  e.pool.for_each(int64_t(tasks.size()), [&](int64_t ti, int thread) {
+    const Task& t = tasks[size_t(ti)];
+    const int64_t heads = job.pairs[size_t(t.first_pair)].rows * group;
+    float* own = e.scratch_for(thread, size_t(t.n_pairs * heads * a.value_dim + row_floats + 2 * heads));
+    float* row = own + t.n_pairs * heads * a.value_dim;
+    int32_t* ranges = reinterpret_cast<int32_t*>(row + row_floats);  // 2 ints per head
+    // Each pair's sums: its chunk's partial, or (a pair of one chunk) its own accumulators.
+    auto acc = [&](const Pair& pr, int64_t ci) {
+      return pr.n_chunks > 1 ? partials + pr.partials + job.chunks[size_t(ci)].partial
+                             : own + (pr.g - job.pairs[size_t(t.first_pair)].g) * heads * a.value_dim;
+    };
+    for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
+      const Pair& pr = job.pairs[size_t(pi)];
+      const int64_t ci = pr.first_chunk + t.k;
+      job.weights(ci, scores + pr.scores, pr.hi - pr.lo, stats + pr.stats, acc(pr, ci));
+    }
+    walk(t, true, stream_tile(job.G.v_stride), [&](const Pair& pr, int64_t ci, int32_t p, const uint8_t* rows, int64_t n) {
+      job.value_rows(ci, p, rows, n, scores + pr.scores, pr.hi - pr.lo, acc(pr, ci), row, ranges, nullptr);
+    });
+    for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
+      const Pair& pr = job.pairs[size_t(pi)];
+      if (pr.n_chunks == 1) job.write(pr, acc(pr, pr.first_chunk));
+    }
   });
   e.pool.for_each(int64_t(job.pairs.size()), [&](int64_t pi, int) {
     const Pair& pr = job.pairs[size_t(pi)];

@@ -195,10 +195,11 @@ bool scores_avx512_dispatch(const Geometry& G, const float* q, const uint8_t* ro
 
 #elif defined(__AVX2__)
 
-// The AVX2 level (no AVX-512: e.g. AMD Zen 2/3). With 16 registers a reduction tree per head
-// costs as much as the dot products, so scores take the keys in lanes instead: a tile of keys
-// is converted and transposed once, and each score is a plain FMA chain over the head's
-// elements. Values accumulate as above, in 8 lanes.
+// The AVX2 level (no AVX-512: e.g. AMD Zen 2/3). A score is 8 lane sums over the head's
+// elements (lane j: elements j, j + 8, j + 16, ... in one FMA chain from zero) and the lanes
+// added in one fixed tree; a tile keeps 8 such sums (heads x keys) in registers and reduces
+// them together, so the few heads of a decode step (a GQA group of 2-4) read each key once and
+// pay no per-key transpose. Values accumulate in 8 lanes, as above.
 
 // 8 columns [c, c + 8) of a cached row (c a multiple of 8) as f32.
 template <KvElem E>
@@ -214,94 +215,98 @@ inline __m256 load8(const uint8_t* row, int64_t c) {
   }
 }
 
-// The 8 × 8 transpose of r[0..7] in place: r[j] becomes what was lane j of every vector.
-inline void transpose8x8(__m256* r) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+// Lane i of the result = the sum of a[i]'s lanes as ((x0 + x2) + (x1 + x3)) + ((x4 + x6) +
+// (x5 + x7)), whatever the other vectors hold: the one order every score's lanes are added in
+// (a transpose-like tree of unpacks and shuffles: fewer instructions than horizontal adds).
+inline __m256 pair_sums(__m256 a, __m256 b) {  // [a0+a2, b0+b2, a1+a3, b1+b3 | the same of 4..7]
+  return _mm256_add_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+}
+inline __m256 quad_sums(__m256 ab, __m256 cd) {  // lanes 0-3: a, b, c, d's low-half sums; 4-7: high
+  return _mm256_add_ps(_mm256_shuffle_ps(ab, cd, 0x44), _mm256_shuffle_ps(ab, cd, 0xEE));
+}
+inline __m256 reduce8(const __m256* a) {
+  const __m256 g0 = quad_sums(pair_sums(a[0], a[1]), pair_sums(a[2], a[3]));
+  const __m256 g1 = quad_sums(pair_sums(a[4], a[5]), pair_sums(a[6], a[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
 }
 
-// kt[d * 8NK + u] = element d of key u as f32, for the tile's keys u < nk (0 for the rest):
-// a tile of 8·NK keys converted once and laid out keys-in-lanes for every head of the call.
-template <KvElem E, int HD, int NK>
-inline void transpose_keys(const uint8_t* rows, size_t stride, int64_t nk, float* kt) {
-  for (int v = 0; v < NK; ++v)
-    for (int d0 = 0; d0 < HD; d0 += 8) {
-      __m256 r[8];
-      for (int u = 0; u < 8; ++u)
-        r[u] = 8 * v + u < nk ? load8<E>(rows + size_t(8 * v + u) * stride, d0) : _mm256_setzero_ps();
-      transpose8x8(r);
-      for (int j = 0; j < 8; ++j) _mm256_store_ps(kt + (d0 + j) * (8 * NK) + 8 * v, r[j]);
-    }
+// reduce8 of 4 vectors: lane i of the result = the sum of a[i]'s lanes, in the same order.
+inline __m128 reduce4(const __m256* a) {
+  const __m256 g = quad_sums(pair_sums(a[0], a[1]), pair_sums(a[2], a[3]));
+  return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
 }
 
-// sc[h * ld + u] = q_h · k_u for NH heads over the tile's nk keys. Each score is one FMA chain
-// over d = 0, 1, ..., HD - 1 from zero (the scalar reference's order), so it depends on q_h and
-// k_u alone; NH × NK independent chains hide the FMA latency, and the q elements are broadcast
-// from memory (a load, no shuffle), so the loop issues about one load per two FMAs.
-template <int HD, int NK, int NH>
-inline void score_tile(const float* q, const float* kt, float* sc, int64_t ld, int64_t nk, float scale) {
-  // The loops over heads and key vectors are unrolled before scalar replacement so the
-  // accumulators live in registers (left as loops, GCC keeps the array on the stack).
-  __m256 a[NH][NK];
-#pragma GCC unroll 16
-  for (int h = 0; h < NH; ++h)
-#pragma GCC unroll 4
-    for (int v = 0; v < NK; ++v) a[h][v] = _mm256_setzero_ps();
+// sc[h * ld + u] = (q_h · k_u) * scale for NH heads (q: NH vectors of HD floats) and NU keys
+// (key u at rows + u * stride). NH · NU ≤ 12 lane-sum vectors, each an FMA chain over the
+// head's 8-element blocks in order; NU key vectors and one query vector are live besides.
+template <KvElem E, int HD, int NH, int NU>
+inline void score_tile(const float* q, const uint8_t* rows, size_t stride, float* sc, int64_t ld, float scale) {
+  constexpr int N = NH * NU, NV = N > 8 ? 12 : 8;
+  static_assert(N <= 12);
+  // Unrolled before scalar replacement so the sums live in registers (left as loops, GCC
+  // keeps the array on the stack).
+  __m256 a[NV];
+#pragma GCC unroll 12
+  for (int i = 0; i < NV; ++i) a[i] = _mm256_setzero_ps();
 #pragma GCC unroll 2
-  for (int d = 0; d < HD; ++d) {
-    __m256 k[NK];
-#pragma GCC unroll 4
-    for (int v = 0; v < NK; ++v) k[v] = _mm256_load_ps(kt + d * (8 * NK) + 8 * v);
-#pragma GCC unroll 16
+  for (int d = 0; d < HD; d += 8) {
+    __m256 k[NU];
+#pragma GCC unroll 8
+    for (int u = 0; u < NU; ++u) k[u] = load8<E>(rows + size_t(u) * stride, d);
+#pragma GCC unroll 12
     for (int h = 0; h < NH; ++h) {
-      const __m256 b = _mm256_broadcast_ss(q + h * HD + d);
-#pragma GCC unroll 4
-      for (int v = 0; v < NK; ++v) a[h][v] = _mm256_fmadd_ps(b, k[v], a[h][v]);
+      const __m256 qv = _mm256_loadu_ps(q + h * HD + d);
+#pragma GCC unroll 8
+      for (int u = 0; u < NU; ++u) a[h * NU + u] = _mm256_fmadd_ps(qv, k[u], a[h * NU + u]);
     }
   }
-  const __m256 vs = _mm256_set1_ps(scale);
-#pragma GCC unroll 16
-  for (int h = 0; h < NH; ++h) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NK; ++v) a[h][v] = _mm256_mul_ps(a[h][v], vs);
-    float* s = sc + h * ld;
-    if (nk == 8 * NK) {
-#pragma GCC unroll 4
-      for (int v = 0; v < NK; ++v) _mm256_storeu_ps(s + 8 * v, a[h][v]);
-    } else {
-      alignas(32) float tmp[8 * NK];
-#pragma GCC unroll 4
-      for (int v = 0; v < NK; ++v) _mm256_store_ps(tmp + 8 * v, a[h][v]);
-      std::memcpy(s, tmp, size_t(nk) * sizeof(float));
-    }
-  }
+  alignas(32) float r[12];
+  _mm256_store_ps(r, _mm256_mul_ps(reduce8(a), _mm256_set1_ps(scale)));
+  if constexpr (N > 8) _mm_store_ps(r + 8, _mm_mul_ps(reduce4(a + 8), _mm_set1_ps(scale)));
+#pragma GCC unroll 12
+  for (int h = 0; h < NH; ++h) std::memcpy(sc + h * ld, r + h * NU, NU * sizeof(float));
 }
 
-// sc[h * ld + i] = q_h · k_i over the run, a tile of 16 keys at a time, heads six at a time:
-// 12 accumulators, the tile's 2 key vectors and a broadcast fill 15 of the 16 registers.
+// Every head of the call over keys [0, count), NU keys at a time (then one at a time).
+template <KvElem E, int HD, int NH, int NU>
+inline void score_heads(const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc, int64_t ld,
+                        float scale) {
+  int64_t u = 0;
+  for (; u + NU <= count; u += NU) score_tile<E, HD, NH, NU>(q, rows + size_t(u) * stride, stride, sc + u, ld, scale);
+  for (; u < count; ++u) score_tile<E, HD, NH, 1>(q, rows + size_t(u) * stride, stride, sc + u, ld, scale);
+}
+
+// sc[h * ld + i] = q_h · k_i over the run. A decode step's few heads (≤ 4) read each key
+// once, converting it in registers. More heads (a prefill block): a tile of 16 keys is
+// converted to f32 once (exact, so the same sums), then read by tiles of 6 heads x 2 keys.
 template <KvElem E, int HD>
 void scores_avx2(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count, float* sc,
                  int64_t ld) {
-  constexpr int NK = 2, NH = 6;
-  alignas(32) float kt[HD * 8 * NK];
-  for (int64_t i0 = 0; i0 < count; i0 += 8 * NK) {
-    const int64_t nk = std::min<int64_t>(8 * NK, count - i0);
-    transpose_keys<E, HD, NK>(rows + size_t(i0) * stride, stride, nk, kt);
+  const float s = G.score_scale;
+  switch (G.heads) {
+    case 1: return score_heads<E, HD, 1, 6>(q, rows, stride, count, sc, ld, s);
+    case 2: return score_heads<E, HD, 2, 4>(q, rows, stride, count, sc, ld, s);
+    case 3: return score_heads<E, HD, 3, 2>(q, rows, stride, count, sc, ld, s);
+    case 4: return score_heads<E, HD, 4, 2>(q, rows, stride, count, sc, ld, s);
+    default: break;
+  }
+  constexpr int64_t kTile = 16;
+  alignas(32) float kt[kTile * HD];
+  for (int64_t i0 = 0; i0 < count; i0 += kTile) {
+    const int64_t nk = std::min<int64_t>(kTile, count - i0);
+    const uint8_t* keys = rows + size_t(i0) * stride;
+    size_t ks = stride;
+    if constexpr (E != KvElem::f32) {
+      for (int64_t u = 0; u < nk; ++u)
+        for (int d = 0; d < HD; d += 8) _mm256_store_ps(kt + u * HD + d, load8<E>(keys + size_t(u) * stride, d));
+      keys = reinterpret_cast<const uint8_t*>(kt);
+      ks = HD * sizeof(float);
+    }
     int64_t h = 0;
-    for (; h + NH <= G.heads; h += NH) score_tile<HD, NK, NH>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
-    for (; h + 3 <= G.heads; h += 3) score_tile<HD, NK, 3>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
-    for (; h + 2 <= G.heads; h += 2) score_tile<HD, NK, 2>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
-    for (; h < G.heads; ++h) score_tile<HD, NK, 1>(q + h * HD, kt, sc + h * ld + i0, ld, nk, G.score_scale);
+    for (; h + 6 <= G.heads; h += 6) score_heads<KvElem::f32, HD, 6, 2>(q + h * HD, keys, ks, nk, sc + h * ld + i0, ld, s);
+    for (; h + 4 <= G.heads; h += 4) score_heads<KvElem::f32, HD, 4, 2>(q + h * HD, keys, ks, nk, sc + h * ld + i0, ld, s);
+    for (; h + 2 <= G.heads; h += 2) score_heads<KvElem::f32, HD, 2, 4>(q + h * HD, keys, ks, nk, sc + h * ld + i0, ld, s);
+    for (; h < G.heads; ++h) score_heads<KvElem::f32, HD, 1, 6>(q + h * HD, keys, ks, nk, sc + h * ld + i0, ld, s);
   }
 }
 
@@ -380,13 +385,18 @@ void values_cols_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int
 // 12 accumulators either way. Many heads (a prefill block): 6 heads x 16 columns, so a key
 // costs 2 value loads and 6 broadcasts per 12 FMAs. A GQA group of 3 (decode): 3 heads x 32
 // columns, which the compiler feeds by folding the value loads into the FMAs (4 loads more,
-// still under the FMAs' 6 cycles with few heads).
+// still under the FMAs' 6 cycles with few heads). A GQA group of 2 (decode): 2 heads x 48
+// columns, so a head of 128 takes 3 passes over the run, not 4 (a pass costs its accumulators'
+// loads and stores, which a decode step's short runs do not amortize).
 template <KvElem E>
 void values_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w, int64_t ld,
                  float* acc, HeadRanges r) {
   int64_t c = 0;
   if (G.heads >= 6) {
     for (; c + 16 <= G.vd; c += 16) values_cols_avx2<E, 2, 6>(G, rows, stride, count, w, ld, acc, c, r);
+  } else if (G.heads == 2) {
+    for (; c + 48 <= G.vd; c += 48) values_cols_avx2<E, 6, 2>(G, rows, stride, count, w, ld, acc, c, r);
+    for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4, 2>(G, rows, stride, count, w, ld, acc, c, r);
   } else {
     for (; c + 32 <= G.vd; c += 32) values_cols_avx2<E, 4, 3>(G, rows, stride, count, w, ld, acc, c, r);
   }
