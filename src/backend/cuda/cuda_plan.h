@@ -30,7 +30,7 @@ struct Q8Buffer {
 // The cuda backend's schedule keys, read (CudaBackend::schedule_keys declares them).
 struct CudaSchedule {
   int64_t graph_rows = 32, gemm_rows = 32;
-  bool decode_fusion = false, programmatic_launch = false;  // defaults: cuda_plan.cpp's keys
+  bool decode_fusion = true, programmatic_launch = true;  // defaults: cuda_plan.cpp's keys
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
