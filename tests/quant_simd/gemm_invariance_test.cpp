@@ -68,7 +68,7 @@ void check_invariant(TensorType wt, int64_t k, bool packed, uint64_t seed) {
     std::vector<float> one(size_t(rows * n_act));
     for (int64_t a = 0; a < n_act; ++a) call(c, packed, pk, 0, rows, a, a + 1, one);
     // Every split of the activations into calls of n rows, and calls over sub-ranges of rows.
-    for (int64_t n : {2, 3, 5, 8, 9, 13, 21}) {
+    for (int64_t n : {2, 3, 5, 7, 8, 9, 11, 13, 21}) {
       for (int64_t r_split : {rows, step, 2 * step, 3 * step}) {
         std::vector<float> got(size_t(rows * n_act), -7.0f);
         for (int64_t a0 = 0; a0 < n_act; a0 += n)

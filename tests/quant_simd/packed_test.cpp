@@ -107,7 +107,7 @@ TEST_P(PackedVsReference, AllActTilesAllLevels) {
     // Every tile shape: decode tiles of 1-4 rows, and the GEMM tiles of every level (AVX-512:
     // 2 groups x 8 rows; AVX2: 2 groups x 6 rows, or 1 x 12 for Q6_K) with their tails of 1-4
     // rows and of one group; odd and even group counts.
-    for (int64_t n_act : {1, 2, 3, 4, 5, 8, 12, 13, 17, 25})
+    for (int64_t n_act : {1, 2, 3, 4, 5, 7, 8, 11, 12, 13, 17, 25})
       for (bool raw : {false, true})
         check(wt, k, n_act == 17 || n_act == 25 ? 40 : n_act == 13 ? 56 : n_act == 8 || n_act == 12 ? 24 : 16, n_act, raw, s++);
 }
