@@ -18,8 +18,9 @@ struct PairedRun {
   std::vector<double> a, b;  // one value per counted round
 };
 
-// Runs `warmup` + `pairs` rounds; in each, `a` then `b` (when set). Progress: called before
-// each round with (round, total rounds) when set.
+// Runs `warmup` + `pairs` rounds; in each, `a` and `b` (when set), `a` first in even rounds and
+// `b` first in odd ones (round numbers as above), so neither arm always runs second. Progress:
+// called before each round with (round, total rounds) when set.
 PairedRun run_paired(int warmup, int pairs, const PairedArm& a, const PairedArm& b,
                      const std::function<void(int, int)>& progress = {});
 

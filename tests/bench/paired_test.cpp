@@ -1,5 +1,7 @@
-// The one paired loop (bench/paired.h): A then B in every round, the same round number for
-// both (so both draw the same input), warm-up rounds run but not counted.
+// The one paired loop (bench/paired.h): both arms in every round, in alternating order (A
+// first in even rounds, B first in odd ones, so an order effect cannot always fall on one arm),
+// the same round number for both (so both draw the same input), warm-up rounds run but not
+// counted.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,7 +24,7 @@ TEST(PairedLoop, InterleavesAbWithWarmupDiscarded) {
         rounds_b.push_back(r);
         return 20.0 + r;
       });
-  EXPECT_EQ(order, "ababABABAB");
+  EXPECT_EQ(order, "abbaABBAAB");
   EXPECT_EQ(rounds_a, rounds_b);
   EXPECT_EQ(rounds_a, (std::vector<int>{-2, -1, 0, 1, 2}));
   EXPECT_EQ(run.a, (std::vector<double>{10, 11, 12}));
