@@ -17,10 +17,10 @@
 namespace loom::runtime::spec {
 
 // Time of a decode step of `rows` rows, all with logits, in units of a 1-row step, as measured
-// on the fast CPU backend (2-core Zen 3, AVX2, SmolLM2-135M Q4_1, depth 200; `loom bench --spec`
-// prints the same for the machine at hand): its packed kernels decode the weights once per 4
-// activation rows, so 5 rows cost noticeably more than 4, and every row adds 0.3-0.5 of a step.
-// Beyond the table: +0.45 a row.
+// on the fast CPU backend (2-core Zen 3, AVX2, SmolLM2-135M Q4_1, depth 200, one thread; `loom
+// bench --spec` prints the same for the machine at hand): every row adds 0.3-0.5 of a step. A
+// prior only: the engine's own timings replace it (since the AVX2 kernels take 5-12 rows in one
+// pass, that host reads 1.96 for 5 rows and 2.63 for 8 with 2 threads). Beyond the table: +0.45 a row.
 double verify_step_cost(int32_t rows);
 
 // A running estimate of the step cost by row count: verify_step_cost until the engine has
