@@ -458,4 +458,20 @@ void values_run(const Geometry& G, const uint8_t* rows, size_t stride, int64_t c
   values_scalar(G, rows, stride, count, w, ld, acc, row, r);
 }
 
+// The per-kv-head loops of a decode tile. The dispatch is the one scores_run / values_run
+// make, once per call rather than once per kv head.
+void scores_rows(const Geometry& G, int64_t kv_heads, const float* q, const uint8_t* rows, size_t stride,
+                 int64_t count, float* sc, int64_t ld, float* row) {
+  const size_t head = kv_row_bytes(G.elem, G.hd);
+  for (int64_t g = 0; g < kv_heads; ++g)
+    scores_run(G, q + g * G.heads * G.hd, rows + size_t(g) * head, stride, count, sc + g * G.heads * ld, ld, row);
+}
+
+void values_rows(const Geometry& G, int64_t kv_heads, const uint8_t* rows, size_t stride, int64_t count,
+                 const float* w, int64_t ld, float* acc, int64_t acc_stride, float* row, HeadRanges r) {
+  const size_t head = kv_row_bytes(G.elem, G.vd);
+  for (int64_t g = 0; g < kv_heads; ++g)
+    values_run(G, rows + size_t(g) * head, stride, count, w + g * G.heads * ld, ld, acc + g * acc_stride, row, r);
+}
+
 }  // namespace loom::backend::cpu::fast
