@@ -419,9 +419,9 @@ void run_attention(const Step& s, Exec& e) {
     float* row = qh + t.n_pairs * heads * a.head_dim;
     for (int64_t j = 0; j < t.n_pairs; ++j) job.pack_queries(job.pairs[size_t(t.first_pair + j)], qh + j * heads * a.head_dim);
     const Geometry PG = job.geometry(p0);
-    float* sc = scores + p0.scores - p0.lo;
+    float* sc = scores + p0.scores;  // column 0: position p0.lo
     walk(t, false, [&](int32_t p, const uint8_t* rows, int64_t n) {
-      scores_rows(PG, t.n_pairs, qh, rows, job.G.k_stride, n, sc + p, ld, row);
+      scores_rows(PG, t.n_pairs, qh, rows, job.G.k_stride, n, sc + (p - p0.lo), ld, row);
     });
     for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
       const Pair& pr = job.pairs[size_t(pi)];
@@ -446,9 +446,10 @@ void run_attention(const Step& s, Exec& e) {
       job.weights(pr.first_chunk + t.k, scores + pr.scores, ld, stats + pr.stats, acc + j * acc_stride);
     }
     const Geometry PG = job.geometry(p0);
-    const float* w = scores + p0.scores - p0.lo;
+    const float* w = scores + p0.scores;
     walk(t, true, [&](int32_t p, const uint8_t* rows, int64_t n) {
-      values_rows(PG, t.n_pairs, rows, job.G.v_stride, n, w + p, ld, acc, acc_stride, row, job.tile_ranges(ci0, p, n, ranges));
+      values_rows(PG, t.n_pairs, rows, job.G.v_stride, n, w + (p - p0.lo), ld, acc, acc_stride, row,
+                  job.tile_ranges(ci0, p, n, ranges));
     });
     for (int64_t j = 0; j < t.n_pairs; ++j) {
       const Pair& pr = job.pairs[size_t(t.first_pair + j)];
