@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/fast/attention_kernels.h"
@@ -222,6 +223,93 @@ TEST(AttentionKernels, HeadResultsDoNotDependOnTheirCompany) {
             << name(e) << " hd " << hd << " head " << h << " seed " << seed;
       }
     }
+}
+
+// A decode tile over whole cached rows (scores_rows / values_rows): every kv head's results
+// are the bits scores_run / values_run give for that kv head alone, and within the contract of
+// the scalar references. Rows of 8 kv heads (the qwen3-0.6b shape: 128 wide, GQA 2; the 135M
+// shape: 64 wide, GQA 3; GQA 1 and 4), a task's share of them starting at a kv head > 0, tiles
+// of the sizes a decode walk hands over (a whole tile of 8, tails of 1-7, a 32-position block).
+TEST(AttentionKernels, DecodeTilesEqualPerHeadCallsAndScalar) {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uw(0.f, 1.f);
+  const int64_t n_kv = 8;
+  struct Case {
+    int64_t hd, group;
+  };
+  for (KvElem e : {KvElem::f32, KvElem::f16, KvElem::q8_0})
+    for (const Case cs : {Case{128, 2}, Case{64, 3}, Case{64, 4}, Case{128, 1}, Case{256, 2}})
+      for (int64_t count : {1, 3, 8, 13, 32})
+        for (int64_t g0 : {0, 3}) {
+          const int64_t kvh = n_kv - g0, hd = cs.hd, heads = cs.group;
+          const size_t stride = kv_row_bytes(e, n_kv * hd), head_bytes = kv_row_bytes(e, hd);
+          std::vector<uint8_t> bytes(stride * size_t(count) + 64);
+          std::vector<float> exact(size_t(count * n_kv * hd)), src(size_t(n_kv * hd));
+          for (int64_t i = 0; i < count; ++i) {
+            for (auto& x : src) x = std::normal_distribution<float>(0.f, 1.f)(rng);
+            store_kv_row(e, src.data(), bytes.data() + size_t(i) * stride, n_kv * hd);
+            kv_row_to_f32(e, bytes.data() + size_t(i) * stride, exact.data() + i * n_kv * hd, n_kv * hd);
+          }
+          const uint8_t* rows = bytes.data() + size_t(g0) * head_bytes;
+          const auto q = normal(rng, size_t(kvh * heads * hd), 0.5f);
+          const int64_t ld = count + 2;
+          const float scale = 0.125f;
+          const AttentionGeometry G{e, hd, hd, heads, stride, stride, scale};
+          std::vector<float> row(static_cast<size_t>(hd));
+          const std::string what = std::string(name(e)) + " hd " + std::to_string(hd) + " group " + std::to_string(heads) +
+                                   " count " + std::to_string(count) + " from kv head " + std::to_string(g0) +
+                                   " seed " + std::to_string(seed);
+          // Scores.
+          std::vector<float> got(static_cast<size_t>(kvh * heads * ld), -7.f), alone(got), ref(got);
+          scores_rows(G, kvh, q.data(), rows, stride, count, got.data(), ld, row.data());
+          for (int64_t g = 0; g < kvh; ++g) {
+            scores_run(G, q.data() + g * heads * hd, rows + size_t(g) * head_bytes, stride, count,
+                       alone.data() + g * heads * ld, ld, row.data());
+            scores_scalar(G, q.data() + g * heads * hd, rows + size_t(g) * head_bytes, stride, count,
+                          ref.data() + g * heads * ld, ld, row.data());
+          }
+          ASSERT_EQ(0, std::memcmp(got.data(), alone.data(), got.size() * sizeof(float))) << "scores " << what;
+          for (int64_t g = 0; g < kvh; ++g)
+            for (int64_t h = 0; h < heads; ++h)
+              for (int64_t i = 0; i < count; ++i) {
+                double mag = 0;
+                for (int64_t d = 0; d < hd; ++d)
+                  mag += std::fabs(double(q[size_t((g * heads + h) * hd + d)]) * exact[size_t((i * n_kv + g0 + g) * hd + d)]);
+                const size_t at = size_t((g * heads + h) * ld + i);
+                ASSERT_LE(std::fabs(double(got[at]) - ref[at]), 2 * gamma(hd) * mag * scale) << "scores " << what;
+              }
+          // Values: every head over one range (a decode token), then a causal edge (rows of a
+          // speculative block: heads of different ranges, the per-head path).
+          std::vector<float> w(static_cast<size_t>(kvh * heads * ld));
+          for (auto& x : w) x = uw(rng);
+          const int64_t acc_stride = heads * hd + 5;  // partials of one pair lie apart from the next's
+          for (bool causal : {false, true}) {
+            std::vector<int32_t> from(static_cast<size_t>(heads), 0), to(static_cast<size_t>(heads), int32_t(count));
+            if (causal)
+              for (int64_t h = 0; h < heads; ++h) to[size_t(h)] = int32_t(std::max<int64_t>(0, count - h));
+            const auto acc0 = normal(rng, size_t(kvh * acc_stride), 1.0f);
+            std::vector<float> vgot(acc0), valone(acc0), vref(acc0);
+            values_rows(G, kvh, rows, stride, count, w.data(), ld, vgot.data(), acc_stride, row.data(), {from.data(), to.data()});
+            for (int64_t g = 0; g < kvh; ++g) {
+              values_run(G, rows + size_t(g) * head_bytes, stride, count, w.data() + g * heads * ld, ld,
+                         valone.data() + g * acc_stride, row.data(), {from.data(), to.data()});
+              values_scalar(G, rows + size_t(g) * head_bytes, stride, count, w.data() + g * heads * ld, ld,
+                            vref.data() + g * acc_stride, row.data(), {from.data(), to.data()});
+            }
+            ASSERT_EQ(0, std::memcmp(vgot.data(), valone.data(), vgot.size() * sizeof(float))) << "values " << what;
+            for (int64_t g = 0; g < kvh; ++g)
+              for (int64_t h = 0; h < heads; ++h)
+                for (int64_t c = 0; c < hd; ++c) {
+                  const size_t at = size_t(g * acc_stride + h * hd + c);
+                  double mag = std::fabs(double(acc0[at]));
+                  for (int64_t i = from[size_t(h)]; i < to[size_t(h)]; ++i)
+                    mag += std::fabs(double(w[size_t((g * heads + h) * ld + i)]) * exact[size_t((i * n_kv + g0 + g) * hd + c)]);
+                  ASSERT_LE(std::fabs(double(vgot[at]) - vref[at]), 2 * gamma(to[size_t(h)] - from[size_t(h)] + 1) * mag)
+                      << "values " << what << " causal " << causal;
+                }
+          }
+        }
 }
 
 // vec_math.h: the vector exp's relative error is within the 2e-7 its comment states, across

@@ -214,19 +214,30 @@ struct Job {
     const Pair& pr = pairs[size_t(c.pair)];
     const Geometry PG = geometry(pr);
     const size_t v_head = kv_row_bytes(G.elem, pr.g * G.vd);
-    int32_t* rf = ranges;
-    int32_t* rt = ranges + PG.heads;
-    for (int64_t r = 0; r < pr.rows; ++r) {
-      const int32_t f = std::clamp<int32_t>(from(c, pr.t0 + r) - p0, 0, int32_t(count));
-      const int32_t t = std::clamp<int32_t>(to(c, pr.t0 + r) - p0, 0, int32_t(count));
-      for (int64_t h = r * group; h < (r + 1) * group; ++h) rf[h] = f, rt[h] = std::max(f, t);
-    }
+    const HeadRanges hr = tile_ranges(ci, p0, count, ranges);
+    const int32_t* rf = hr.from;
+    const int32_t* rt = hr.to;
     if (!vbuf) return values_run(PG, rows + v_head, G.v_stride, count, sc + (p0 - pr.lo), ld, acc, row, {rf, rt});
     for (int64_t i = 0; i < count; ++i) kv_row_to_f32(G.elem, rows + size_t(i) * G.v_stride + v_head, vbuf + i * G.vd, G.vd);
     Geometry F = PG;
     F.elem = KvElem::f32;
     values_run(F, reinterpret_cast<const uint8_t*>(vbuf), size_t(G.vd) * sizeof(float), count, sc + (p0 - pr.lo), ld,
                acc, row, {rf, rt});
+  }
+
+  // Each head's active part of `count` positions from p0 in chunk ci (the pair's heads, row by
+  // row), in ranges (room for 2 ints per head).
+  HeadRanges tile_ranges(int64_t ci, int32_t p0, int64_t count, int32_t* ranges) const {
+    const Chunk& c = chunks[size_t(ci)];
+    const Pair& pr = pairs[size_t(c.pair)];
+    int32_t* rf = ranges;
+    int32_t* rt = ranges + pr.rows * group;
+    for (int64_t r = 0; r < pr.rows; ++r) {
+      const int32_t f = std::clamp<int32_t>(from(c, pr.t0 + r) - p0, 0, int32_t(count));
+      const int32_t t = std::clamp<int32_t>(to(c, pr.t0 + r) - p0, 0, int32_t(count));
+      for (int64_t h = r * group; h < (r + 1) * group; ++h) rf[h] = f, rt[h] = std::max(f, t);
+    }
+    return {rf, rt};
   }
 
   // out rows of the pair = Σ over each row's chunks, in order, of their partials (the pair's).
@@ -359,7 +370,11 @@ void run_attention(const Step& s, Exec& e) {
   // kv heads (or a share of them when there are too few chunks to keep every thread busy), and
   // walks the chunk a tile of positions at a time, every head of the task per tile: the cached
   // rows hold all kv heads side by side, so a task reads whole rows front to back (a stream)
-  // instead of one head's slice of each row, and every thread streams its own chunks. The
+  // instead of one head's slice of each row, and every thread streams its own chunks. A tile
+  // is one kernel call for all the task's kv heads (scores_rows / values_rows): a tile is only
+  // 8 keys of each kv head at the qwen3 shape, and one call per kv head spent about a fifth of
+  // the pass in dispatch and range set-up (loom-attention-bench, cache-resident: 26.5 -> 21
+  // ns per key and kv head). The
   // passes share buffers owned by the calling thread (the pool's thread 0): per-thread
   // scratch cannot hold data one task writes and another reads. A score's and an output's
   // arithmetic is the per-pair path's (the kernels' order is the positions', however a run is
@@ -382,30 +397,31 @@ void run_attention(const Step& s, Exec& e) {
         const int64_t g0 = a.n_kv * j / split, g1 = a.n_kv * (j + 1) / split;
         tasks.push_back({int64_t(b) + g0, g1 - g0, k});
       }
-  // fn(pair, chunk index, p, rows, n): each tile of n positions from p of the task's chunk (row
-  // i at rows + i * stride: whole cached rows), for every pair of the task in turn.
-  auto walk = [&](const Task& t, bool values, int64_t tile, auto&& fn) {
+  // fn(p, rows, n): each tile of n positions from p of the task's chunk (row i at rows + i *
+  // stride: whole cached rows, from the first byte of the task's first kv head).
+  auto walk = [&](const Task& t, bool values, auto&& fn) {
     const Pair& p0 = job.pairs[size_t(t.first_pair)];
     const Chunk& c0 = job.chunks[size_t(p0.first_chunk + t.k)];
     const size_t stride = values ? job.G.v_stride : job.G.k_stride;
+    const size_t head = kv_row_bytes(elem, p0.g * (values ? a.value_dim : a.head_dim));
+    const int64_t tile = stream_tile(stride);
     KvRows{e.kv, a.layer, e.batch.seq(p0.t0), values, stride}.runs(c0.lo, c0.hi, [&](int32_t p, const uint8_t* rows, int64_t count) {
-      for (int64_t i = 0; i < count; i += tile)
-        for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
-          const Pair& pr = job.pairs[size_t(pi)];
-          fn(pr, pr.first_chunk + t.k, int32_t(p + i), rows + size_t(i) * stride, std::min(tile, count - i));
-        }
+      for (int64_t i = 0; i < count; i += tile) fn(int32_t(p + i), rows + size_t(i) * stride + head, std::min(tile, count - i));
     });
   };
+  // The pairs of a task are consecutive kv heads of one block: their scores (heads x ld each)
+  // follow one another, and so do their accumulators, acc_stride apart.
   e.pool.for_each(int64_t(tasks.size()), [&](int64_t ti, int thread) {
     const Task& t = tasks[size_t(ti)];
-    const int64_t heads = job.pairs[size_t(t.first_pair)].rows * group;
+    const Pair& p0 = job.pairs[size_t(t.first_pair)];
+    const int64_t heads = p0.rows * group, ld = p0.hi - p0.lo;
     float* qh = e.scratch_for(thread, size_t(t.n_pairs * heads * a.head_dim + row_floats));
     float* row = qh + t.n_pairs * heads * a.head_dim;
     for (int64_t j = 0; j < t.n_pairs; ++j) job.pack_queries(job.pairs[size_t(t.first_pair + j)], qh + j * heads * a.head_dim);
-    walk(t, false, stream_tile(job.G.k_stride), [&](const Pair& pr, int64_t, int32_t p, const uint8_t* rows, int64_t n) {
-      scores_run(job.geometry(pr), qh + (pr.g - job.pairs[size_t(t.first_pair)].g) * heads * a.head_dim,
-                 rows + kv_row_bytes(elem, pr.g * a.head_dim), job.G.k_stride, n, scores + pr.scores + (p - pr.lo),
-                 pr.hi - pr.lo, row);
+    const Geometry PG = job.geometry(p0);
+    float* sc = scores + p0.scores;  // column 0: position p0.lo
+    walk(t, false, [&](int32_t p, const uint8_t* rows, int64_t n) {
+      scores_rows(PG, t.n_pairs, qh, rows, job.G.k_stride, n, sc + (p - p0.lo), ld, row);
     });
     for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
       const Pair& pr = job.pairs[size_t(pi)];
@@ -416,26 +432,28 @@ void run_attention(const Step& s, Exec& e) {
   for (const Pair& pr : job.pairs) job.normalize(pr, stats + pr.stats);  // a few heads: not worth a section
   e.pool.for_each(int64_t(tasks.size()), [&](int64_t ti, int thread) {
     const Task& t = tasks[size_t(ti)];
-    const int64_t heads = job.pairs[size_t(t.first_pair)].rows * group;
+    const Pair& p0 = job.pairs[size_t(t.first_pair)];
+    const int64_t heads = p0.rows * group, ld = p0.hi - p0.lo;
     float* own = e.scratch_for(thread, size_t(t.n_pairs * heads * a.value_dim + row_floats + 2 * heads));
     float* row = own + t.n_pairs * heads * a.value_dim;
     int32_t* ranges = reinterpret_cast<int32_t*>(row + row_floats);  // 2 ints per head
     // Each pair's sums: its chunk's partial, or (a pair of one chunk) its own accumulators.
-    auto acc = [&](const Pair& pr, int64_t ci) {
-      return pr.n_chunks > 1 ? partials + pr.partials + job.chunks[size_t(ci)].partial
-                             : own + (pr.g - job.pairs[size_t(t.first_pair)].g) * heads * a.value_dim;
-    };
-    for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
-      const Pair& pr = job.pairs[size_t(pi)];
-      const int64_t ci = pr.first_chunk + t.k;
-      job.weights(ci, scores + pr.scores, pr.hi - pr.lo, stats + pr.stats, acc(pr, ci));
+    const int64_t ci0 = p0.first_chunk + t.k;
+    float* acc = p0.n_chunks > 1 ? partials + p0.partials + job.chunks[size_t(ci0)].partial : own;
+    const int64_t acc_stride = heads * a.value_dim * (p0.n_chunks > 1 ? p0.n_chunks : 1);
+    for (int64_t j = 0; j < t.n_pairs; ++j) {
+      const Pair& pr = job.pairs[size_t(t.first_pair + j)];
+      job.weights(pr.first_chunk + t.k, scores + pr.scores, ld, stats + pr.stats, acc + j * acc_stride);
     }
-    walk(t, true, stream_tile(job.G.v_stride), [&](const Pair& pr, int64_t ci, int32_t p, const uint8_t* rows, int64_t n) {
-      job.value_rows(ci, p, rows, n, scores + pr.scores, pr.hi - pr.lo, acc(pr, ci), row, ranges, nullptr);
+    const Geometry PG = job.geometry(p0);
+    const float* w = scores + p0.scores;
+    walk(t, true, [&](int32_t p, const uint8_t* rows, int64_t n) {
+      values_rows(PG, t.n_pairs, rows, job.G.v_stride, n, w + (p - p0.lo), ld, acc, acc_stride, row,
+                  job.tile_ranges(ci0, p, n, ranges));
     });
-    for (int64_t pi = t.first_pair; pi < t.first_pair + t.n_pairs; ++pi) {
-      const Pair& pr = job.pairs[size_t(pi)];
-      if (pr.n_chunks == 1) job.write(pr, acc(pr, pr.first_chunk));
+    for (int64_t j = 0; j < t.n_pairs; ++j) {
+      const Pair& pr = job.pairs[size_t(t.first_pair + j)];
+      if (pr.n_chunks == 1) job.write(pr, acc + j * acc_stride);
     }
   });
   e.pool.for_each(int64_t(job.pairs.size()), [&](int64_t pi, int) {

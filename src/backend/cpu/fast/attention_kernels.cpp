@@ -403,6 +403,101 @@ void values_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t 
   for (; c + 8 <= G.vd; c += 8) values_cols_avx2<E, 1, 3>(G, rows, stride, count, w, ld, acc, c, r);
 }
 
+// A decode tile (scores_rows / values_rows) with NH ≤ 4 query heads per kv head: each kv
+// head's kernels called inline, the dispatch made once for the tile.
+template <KvElem E, int HD, int NH>
+void scores_rows_avx2(const Geometry& G, int64_t kv_heads, const float* q, const uint8_t* rows, size_t stride,
+                      int64_t count, float* sc, int64_t ld) {
+  constexpr int NU = NH == 1 ? 6 : NH == 2 ? 4 : 2;  // as scores_avx2 picks for NH heads
+  const size_t head = kv_row_bytes(E, HD);
+  for (int64_t g = 0; g < kv_heads; ++g)
+    score_heads<E, HD, NH, NU>(q + g * NH * HD, rows + size_t(g) * head, stride, count, sc + g * NH * ld, ld,
+                               G.score_scale);
+}
+
+// values_tile_avx2's arithmetic for NH heads that share the range [f, t) (a decode token's
+// GQA group), NC · 8 columns from c0; vd: floats per head in acc.
+template <KvElem E, int NC, int NH>
+__attribute__((always_inline)) inline void values_span(const uint8_t* rows, size_t stride, int64_t f, int64_t t,
+                                                       const float* w, int64_t ld, float* acc, int64_t vd, int64_t c0) {
+  __m256 a[NH][NC];
+#pragma GCC unroll 8
+  for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 12
+    for (int c = 0; c < NC; ++c) a[h][c] = _mm256_loadu_ps(acc + h * vd + c0 + 8 * c);
+  for (int64_t i = f; i < t; ++i) {
+    const uint8_t* row = rows + size_t(i) * stride;
+    __m256 b[NH];
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; ++h) b[h] = _mm256_broadcast_ss(w + h * ld + i);
+#pragma GCC unroll 12
+    for (int c = 0; c < NC; ++c) {
+      const __m256 v = load8<E>(row, c0 + 8 * c);
+#pragma GCC unroll 8
+      for (int h = 0; h < NH; ++h) a[h][c] = _mm256_fmadd_ps(b[h], v, a[h][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 12
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(acc + h * vd + c0 + 8 * c, a[h][c]);
+}
+
+// Every kv head of the tile, its columns in passes of NCM · 8 (the most accumulators that fit
+// beside NH broadcast weights and one value), then 32, 16 and 8.
+template <KvElem E, int NH>
+void values_rows_avx2(const Geometry& G, int64_t kv_heads, const uint8_t* rows, size_t stride, int64_t f, int64_t t,
+                      const float* w, int64_t ld, float* acc, int64_t acc_stride) {
+  constexpr int NCM = NH == 1 ? 12 : NH == 2 ? 6 : NH == 3 ? 4 : 2;
+  const size_t head = kv_row_bytes(E, G.vd);
+  for (int64_t g = 0; g < kv_heads; ++g) {
+    const uint8_t* r = rows + size_t(g) * head;
+    const float* wg = w + g * NH * ld;
+    float* ag = acc + g * acc_stride;
+    int64_t c = 0;
+    for (; c + 8 * NCM <= G.vd; c += 8 * NCM) values_span<E, NCM, NH>(r, stride, f, t, wg, ld, ag, G.vd, c);
+    if constexpr (NCM > 4)
+      for (; c + 32 <= G.vd; c += 32) values_span<E, 4, NH>(r, stride, f, t, wg, ld, ag, G.vd, c);
+    if constexpr (NCM > 2)
+      for (; c + 16 <= G.vd; c += 16) values_span<E, 2, NH>(r, stride, f, t, wg, ld, ag, G.vd, c);
+    for (; c + 8 <= G.vd; c += 8) values_span<E, 1, NH>(r, stride, f, t, wg, ld, ag, G.vd, c);
+  }
+}
+
+template <KvElem E>
+bool scores_rows_dispatch(const Geometry& G, int64_t kv_heads, const float* q, const uint8_t* rows, size_t stride,
+                          int64_t count, float* sc, int64_t ld) {
+#define LOOM_SCORES_ROWS(HD)                                                                   \
+  case HD:                                                                                     \
+    switch (G.heads) {                                                                         \
+      case 1: scores_rows_avx2<E, HD, 1>(G, kv_heads, q, rows, stride, count, sc, ld); return true; \
+      case 2: scores_rows_avx2<E, HD, 2>(G, kv_heads, q, rows, stride, count, sc, ld); return true; \
+      case 3: scores_rows_avx2<E, HD, 3>(G, kv_heads, q, rows, stride, count, sc, ld); return true; \
+      case 4: scores_rows_avx2<E, HD, 4>(G, kv_heads, q, rows, stride, count, sc, ld); return true; \
+      default: return false;                                                                   \
+    }
+  switch (G.hd) {
+    LOOM_SCORES_ROWS(32)
+    LOOM_SCORES_ROWS(64)
+    LOOM_SCORES_ROWS(128)
+    LOOM_SCORES_ROWS(256)
+    default: return false;
+  }
+#undef LOOM_SCORES_ROWS
+}
+
+template <KvElem E>
+bool values_rows_dispatch(const Geometry& G, int64_t kv_heads, const uint8_t* rows, size_t stride, int64_t f,
+                          int64_t t, const float* w, int64_t ld, float* acc, int64_t acc_stride) {
+  switch (G.heads) {
+    case 1: values_rows_avx2<E, 1>(G, kv_heads, rows, stride, f, t, w, ld, acc, acc_stride); return true;
+    case 2: values_rows_avx2<E, 2>(G, kv_heads, rows, stride, f, t, w, ld, acc, acc_stride); return true;
+    case 3: values_rows_avx2<E, 3>(G, kv_heads, rows, stride, f, t, w, ld, acc, acc_stride); return true;
+    case 4: values_rows_avx2<E, 4>(G, kv_heads, rows, stride, f, t, w, ld, acc, acc_stride); return true;
+    default: return false;
+  }
+}
+
 template <KvElem E>
 bool scores_avx2_dispatch(const Geometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
                           float* sc, int64_t ld) {
@@ -456,6 +551,42 @@ void values_run(const Geometry& G, const uint8_t* rows, size_t stride, int64_t c
   }
 #endif
   values_scalar(G, rows, stride, count, w, ld, acc, row, r);
+}
+
+// A decode tile: the AVX2 level's tile kernels where they apply (≤ 4 query heads per kv head;
+// values: every head with one range), else the per-kv-head loop over scores_run / values_run.
+void scores_rows(const Geometry& G, int64_t kv_heads, const float* q, const uint8_t* rows, size_t stride,
+                 int64_t count, float* sc, int64_t ld, float* row) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  switch (G.elem) {
+    case KvElem::f32: if (scores_rows_dispatch<KvElem::f32>(G, kv_heads, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::f16: if (scores_rows_dispatch<KvElem::f16>(G, kv_heads, q, rows, stride, count, sc, ld)) return; break;
+    case KvElem::q8_0: if (scores_rows_dispatch<KvElem::q8_0>(G, kv_heads, q, rows, stride, count, sc, ld)) return; break;
+  }
+#endif
+  const size_t head = kv_row_bytes(G.elem, G.hd);
+  for (int64_t g = 0; g < kv_heads; ++g)
+    scores_run(G, q + g * G.heads * G.hd, rows + size_t(g) * head, stride, count, sc + g * G.heads * ld, ld, row);
+}
+
+void values_rows(const Geometry& G, int64_t kv_heads, const uint8_t* rows, size_t stride, int64_t count,
+                 const float* w, int64_t ld, float* acc, int64_t acc_stride, float* row, HeadRanges r) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  bool same = G.vd % 8 == 0;
+  for (int64_t h = 1; h < G.heads && same; ++h) same = r.from[h] == r.from[0] && r.to[h] == r.to[0];
+  if (same) {
+    const int64_t f = r.from[0], t = r.to[0];
+    if (f >= t) return;
+    switch (G.elem) {
+      case KvElem::f32: if (values_rows_dispatch<KvElem::f32>(G, kv_heads, rows, stride, f, t, w, ld, acc, acc_stride)) return; break;
+      case KvElem::f16: if (values_rows_dispatch<KvElem::f16>(G, kv_heads, rows, stride, f, t, w, ld, acc, acc_stride)) return; break;
+      case KvElem::q8_0: if (values_rows_dispatch<KvElem::q8_0>(G, kv_heads, rows, stride, f, t, w, ld, acc, acc_stride)) return; break;
+    }
+  }
+#endif
+  const size_t head = kv_row_bytes(G.elem, G.vd);
+  for (int64_t g = 0; g < kv_heads; ++g)
+    values_run(G, rows + size_t(g) * head, stride, count, w + g * G.heads * ld, ld, acc + g * acc_stride, row, r);
 }
 
 }  // namespace loom::backend::cpu::fast

@@ -43,6 +43,18 @@ void scores_run(const AttentionGeometry& G, const float* q, const uint8_t* rows,
 void values_run(const AttentionGeometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w,
                 int64_t ld, float* acc, float* row, HeadRanges r);
 
+// A decode task's tile over whole cached rows, which hold `kv_heads` kv heads side by side
+// (head g's elements at byte kv_row_bytes(elem, g · hd) of a row, hd or vd wide): for each g,
+// exactly what scores_run / values_run compute for that kv head alone, with G.heads query
+// heads per kv head and q advanced by G.heads · hd floats per kv head, sc and w by
+// G.heads · ld, acc by acc_stride. The ranges r (G.heads entries) hold for every kv head.
+// One call instead of one per kv head: the same arithmetic per score and output element, so
+// the same bits.
+void scores_rows(const AttentionGeometry& G, int64_t kv_heads, const float* q, const uint8_t* rows, size_t stride,
+                 int64_t count, float* sc, int64_t ld, float* row);
+void values_rows(const AttentionGeometry& G, int64_t kv_heads, const uint8_t* rows, size_t stride, int64_t count,
+                 const float* w, int64_t ld, float* acc, int64_t acc_stride, float* row, HeadRanges r);
+
 // The scalar references (every build, every head width): the same results to the contract above.
 void scores_scalar(const AttentionGeometry& G, const float* q, const uint8_t* rows, size_t stride, int64_t count,
                    float* sc, int64_t ld, float* row);
