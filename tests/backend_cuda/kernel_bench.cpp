@@ -96,6 +96,14 @@ int main() {
                matmul_q8(c.t, wp[i % copies].get<uint8_t>(), packed.size() / size_t(c.N), c.N, c.K, dq.get<int8_t>(),
                          dds.get<float2>(), rows, dy.get<float>(), c.N, nullptr);
              }), double(packed.size()));
+      if (c.N == 14336 && copies > 1) {  // the gate/up launch of the 8B shape: two weights, swiglu epilogue
+        report("glu", rows, time_ms(50, [&](int i) {
+                 const size_t prb = packed.size() / size_t(c.N);
+                 const MatmulPart parts[2] = {{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N},
+                                              {c.t, wp[(i + 1) % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N}};
+                 matmul_q8_parts(parts, 2, MatmulEpilogue::swiglu, c.K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr);
+               }), 2.0 * double(packed.size()));
+      }
       report("quant", rows, time_ms(50, [&](int) {
                quantize_q8_1(dx.get<float>(), c.K, rows, c.K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
              }), double(rows * c.K * 4));

@@ -231,6 +231,46 @@ __device__ __forceinline__ void row_dot(TensorType t, const uint8_t* row, int64_
   for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
 }
 
+// The gate and up rows of a gated launch together when they share a type (as Q4_K_M files
+// store them): one loop whose iterations issue both rows' loads before either's dot products,
+// so each lane has twice the independent loads in flight; each row's sums are taken in the
+// same order as row_dot's, so the results are the same bits.
+template <TensorType T, int R>
+__device__ __forceinline__ void row_dot_pair(const uint8_t* row0, const uint8_t* row1, int64_t K, int lane,
+                                             const XRows& x, float (&acc0)[R], float (&acc1)[R]) {
+  const int nb = int(K / packed_layout(T).elems);
+  const int units = nb * Unit<T>::kPerBlock;
+#pragma unroll 2
+  for (int u = lane; u < units; u += kWarpSize) {
+    Unit<T>::template dot<R>(row0, nb, u, x, acc0);
+    Unit<T>::template dot<R>(row1, nb, u, x, acc1);
+  }
+}
+
+template <int R>
+__device__ __forceinline__ void row_dot_pair(TensorType t0, const uint8_t* row0, TensorType t1, const uint8_t* row1,
+                                             int64_t K, int lane, const XRows& x, float (&acc0)[R], float (&acc1)[R]) {
+  if (t0 != t1) {
+    row_dot<R>(t0, row0, K, lane, x, acc0);
+    row_dot<R>(t1, row1, K, lane, x, acc1);
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = 0.f;
+  switch (t0) {
+    case TensorType::Q4_0: row_dot_pair<TensorType::Q4_0, R>(row0, row1, K, lane, x, acc0, acc1); break;
+    case TensorType::Q4_1: row_dot_pair<TensorType::Q4_1, R>(row0, row1, K, lane, x, acc0, acc1); break;
+    case TensorType::Q5_0: row_dot_pair<TensorType::Q5_0, R>(row0, row1, K, lane, x, acc0, acc1); break;
+    case TensorType::Q8_0: row_dot_pair<TensorType::Q8_0, R>(row0, row1, K, lane, x, acc0, acc1); break;
+    case TensorType::Q4_K: row_dot_pair<TensorType::Q4_K, R>(row0, row1, K, lane, x, acc0, acc1); break;
+    case TensorType::Q5_K: row_dot_pair<TensorType::Q5_K, R>(row0, row1, K, lane, x, acc0, acc1); break;
+    case TensorType::Q6_K: row_dot_pair<TensorType::Q6_K, R>(row0, row1, K, lane, x, acc0, acc1); break;
+    default: break;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc0[r] = warp_sum(acc0[r]), acc1[r] = warp_sum(acc1[r]);
+}
+
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float gelu_tanh(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
@@ -250,7 +290,9 @@ struct Parts {  // the launch's weights: warp g < end[0] takes row g of part 0, 
 // One warp per output row of one part (store), or per row of the gate and up parts together
 // (swiglu, geglu: y = act(gate) * up into part 0's output). The weight rows are pulled into L2
 // before waiting for the previous kernel (launch.cuh), the activations read after.
-template <int R>
+// Gated launches are their own instantiation (Glu): their paired loop needs more registers, which
+// would otherwise lower the occupancy of every store launch.
+template <int R, bool Glu>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize) matmul_q8_kernel(Parts P, XRows x) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
@@ -261,7 +303,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize) matmul_q8_kernel(P
 #pragma unroll
   for (int i = 1; i < kMaxParts; ++i)
     if (i < P.n && g >= P.end[i - 1]) part = P.p[i], first = P.end[i - 1];
-  const bool glu = P.epilogue != MatmulEpilogue::store;
+  constexpr bool glu = Glu;
   const bool live = g < P.total;
   const int64_t n = g - first;
   const uint8_t* row = part.w + size_t(n) * part.row_bytes;
@@ -273,13 +315,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize) matmul_q8_kernel(P
   wait_previous_kernel();
   if (!live) return;
   float acc[R];
-  row_dot<R>(part.type, row, x.K, lane, x, acc);
-  if (glu) {
+  if constexpr (glu) {
     float up[R];
-    row_dot<R>(P.p[1].type, P.p[1].w + size_t(n) * P.p[1].row_bytes, x.K, lane, x, up);
+    row_dot_pair<R>(part.type, row, P.p[1].type, P.p[1].w + size_t(n) * P.p[1].row_bytes, x.K, lane, x, acc, up);
 #pragma unroll
     for (int r = 0; r < R; ++r)
       acc[r] = (P.epilogue == MatmulEpilogue::swiglu ? silu(acc[r]) : gelu_tanh(acc[r])) * up[r];
+  } else {
+    row_dot<R>(part.type, row, x.K, lane, x, acc);
   }
   if (lane == 0) {
 #pragma unroll
@@ -322,7 +365,10 @@ __global__ void quantize_q8_1_kernel(const float* __restrict__ x, int64_t ldx, i
 template <int R>
 void launch_rows(const Parts& P, const XRows& x, cudaStream_t s) {
   const dim3 grid(unsigned((P.total + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  launch(matmul_q8_kernel<R>, grid, dim3(kWarpsPerBlock * kWarpSize), s, P, x);
+  if (P.epilogue == MatmulEpilogue::store)
+    launch(matmul_q8_kernel<R, false>, grid, dim3(kWarpsPerBlock * kWarpSize), s, P, x);
+  else
+    launch(matmul_q8_kernel<R, true>, grid, dim3(kWarpsPerBlock * kWarpSize), s, P, x);
 }
 
 }  // namespace
