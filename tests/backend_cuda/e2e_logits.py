@@ -5,7 +5,8 @@ Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `
 once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays), once one
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
-op-by-op path a program can still choose stays checked. Gates (issue 11's contract
+op-by-op path a program can still choose stays checked; last, not gated, the fast CPU backend
+against the same reference as a control (what the CPU path reaches on the same file). Gates (issue 11's contract
 for the GPU path): mean KL(ref || cuda) <= 0.01 over all positions, and every logit finite.
 Prints one JSON line per run and exits non-zero when a gate fails.
 
@@ -77,6 +78,11 @@ def main():
             r["pass"] = r["finite"] and r["mean_kl"] <= 0.01
             ok &= r["pass"]
             print(json.dumps(r))
+        # The control: the fast CPU backend (q8 activations too) against the same reference on the
+        # same tokens — what the CPU path reaches on this file, printed beside the gated rows.
+        r = compare(ref, logits(a.loom, a.model, tf, "fast", 0, f"{d}/fast.f32"), a.tokens)
+        r.update(model=a.model, mode="control: cpu fast backend (not gated)", tokens=a.tokens)
+        print(json.dumps(r))
     sys.exit(0 if ok else 1)
 
 
