@@ -115,6 +115,48 @@ TEST_P(PackedVsReference, AllActTilesAllLevels) {
 INSTANTIATE_TEST_SUITE_P(Types, PackedVsReference, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(gguf::type_name(info.param)); });
 
+// act_version (packed.h): calls that name their activation bytes give the bits of calls that
+// do not, whether a thread's prepared activation data is reused (same version: another tile of
+// weight rows over the same rows) or must be made again (a new version over new bytes at the
+// same address, or the same version over another row count).
+TEST(Packed, ActVersionReusesOnlyWhatItNames) {
+  IsaGuard guard;
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (TensorType wt : kTypes)
+    for (Isa l : levels()) {
+      force_isa(l);
+      const int64_t k = 512, rows = 32, n_act = 13;
+      const TensorType at = act_type(wt);
+      const size_t wrb = row_size(wt, k), arb = row_size(at, k);
+      const auto w = weights(wt, rows, k, false, rng);
+      std::vector<uint8_t> p(packed_group_bytes(wt, k) * size_t(rows / 8)), act(arb * size_t(n_act));
+      pack_rows(wt, w.data(), wrb, rows, k, p.data());
+      auto fill = [&] {
+        for (int64_t a = 0; a < n_act; ++a) {
+          const auto x = random_floats(rng, k);
+          quantize_row(at, x.data(), act.data() + a * arb, k);
+        }
+      };
+      // Two tiles of 16 weight rows each, as matmul.cpp calls them.
+      auto run = [&](uint64_t version, int64_t n) {
+        std::vector<float> out(size_t(rows * n));
+        for (int64_t r0 = 0; r0 < rows; r0 += 16)
+          gemm_packed(wt, p.data() + size_t(r0 / 8) * packed_group_bytes(wt, k), 16, act.data(), arb, n, out.data() + r0,
+                      size_t(rows), k, version);
+        return out;
+      };
+      const uint64_t v = rng() | 1;
+      for (int64_t n : {n_act, int64_t(3)})  // the GEMM tiles and the decode tiles
+        for (int round = 0; round < 2; ++round) {
+          fill();  // new bytes at the same address: a new version
+          const auto named = run(v + round, n), again = run(v + round, n);
+          ASSERT_EQ(run(0, n), named) << gguf::type_name(wt) << " isa " << level_name(l) << " n " << n << " seed " << seed;
+          ASSERT_EQ(named, again) << gguf::type_name(wt) << " isa " << level_name(l) << " n " << n << " seed " << seed;
+        }
+    }
+}
+
 TEST(Packed, RejectsBadShapes) {
   std::vector<uint8_t> w(1 << 16), a(4096);
   std::vector<float> out(64);
