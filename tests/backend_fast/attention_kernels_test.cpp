@@ -426,5 +426,26 @@ TEST(VecMath, SwigluWithinContract) {
   }
 }
 
+// The RMS norm's pieces: sum_squares adds the fp32 squares (each rounded as the scalar loop
+// rounds it) in double, in lanes, so it is within the double sum's γ_n of the exact sum of
+// those squares; scale_mul_row is (x·s)·w per element, bit for bit as the scalar loop.
+TEST(VecMath, NormPiecesMatchScalar) {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (int64_t n : {1, 7, 8, 9, 64, 128, 1027}) {
+    const auto x = normal(rng, size_t(n), 3.f), w = normal(rng, size_t(n), 1.f);
+    long double exact = 0;
+    for (float v : x) exact += (long double)(v * v);
+    const double du = std::ldexp(1.0, -53);
+    ASSERT_LE(std::fabs(double(sum_squares(x.data(), n) - exact)), double(n) * du / (1 - double(n) * du) * double(exact) * 1.01)
+        << "n " << n << " seed " << seed;
+    const float sc = 0.37f;
+    std::vector<float> got(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+    scale_mul_row(x.data(), sc, w.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ref[size_t(i)] = x[size_t(i)] * sc * w[size_t(i)];
+    ASSERT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * sizeof(float))) << "n " << n << " seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace loom::backend::cpu::fast

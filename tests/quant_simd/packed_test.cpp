@@ -107,13 +107,85 @@ TEST_P(PackedVsReference, AllActTilesAllLevels) {
     // Every tile shape: decode tiles of 1-4 rows, and the GEMM tiles of every level (AVX-512:
     // 2 groups x 8 rows; AVX2: 2 groups x 6 rows, or 1 x 12 for Q6_K) with their tails of 1-4
     // rows and of one group; odd and even group counts.
-    for (int64_t n_act : {1, 2, 3, 4, 5, 7, 8, 11, 12, 13, 17, 25})
+    // 70 rows: AVX2 expands Q4_K's chunks only from 64 rows on.
+    for (int64_t n_act : {1, 2, 3, 4, 5, 7, 8, 11, 12, 13, 17, 25, 70})
       for (bool raw : {false, true})
-        check(wt, k, n_act == 17 || n_act == 25 ? 40 : n_act == 13 ? 56 : n_act == 8 || n_act == 12 ? 24 : 16, n_act, raw, s++);
+        check(wt, k, n_act == 17 || n_act == 25 || n_act == 70 ? 40 : n_act == 13 ? 56 : n_act == 8 || n_act == 12 ? 24 : 16, n_act, raw, s++);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedVsReference, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(gguf::type_name(info.param)); });
+
+// act_version (packed.h): calls that name their activation bytes give the bits of calls that
+// do not, whether a thread's prepared activation data is reused (same version: another tile of
+// weight rows over the same rows) or must be made again (a new version over new bytes at the
+// same address, or the same version over another row count).
+TEST(Packed, ActVersionReusesOnlyWhatItNames) {
+  IsaGuard guard;
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (TensorType wt : kTypes)
+    for (Isa l : levels()) {
+      force_isa(l);
+      const int64_t k = 512, rows = 32, n_act = 13;
+      const TensorType at = act_type(wt);
+      const size_t wrb = row_size(wt, k), arb = row_size(at, k);
+      const auto w = weights(wt, rows, k, false, rng);
+      std::vector<uint8_t> p(packed_group_bytes(wt, k) * size_t(rows / 8)), act(arb * size_t(n_act));
+      pack_rows(wt, w.data(), wrb, rows, k, p.data());
+      auto fill = [&] {
+        for (int64_t a = 0; a < n_act; ++a) {
+          const auto x = random_floats(rng, k);
+          quantize_row(at, x.data(), act.data() + a * arb, k);
+        }
+      };
+      // Two tiles of 16 weight rows each, as matmul.cpp calls them.
+      auto run = [&](uint64_t version, int64_t n) {
+        std::vector<float> out(size_t(rows * n));
+        for (int64_t r0 = 0; r0 < rows; r0 += 16)
+          gemm_packed(wt, p.data() + size_t(r0 / 8) * packed_group_bytes(wt, k), 16, act.data(), arb, n, out.data() + r0,
+                      size_t(rows), k, version);
+        return out;
+      };
+      const uint64_t v = rng() | 1;
+      for (int64_t n : {n_act, int64_t(3)})  // the GEMM tiles and the decode tiles
+        for (int round = 0; round < 2; ++round) {
+          fill();  // new bytes at the same address: a new version
+          const auto named = run(v + round, n), again = run(v + round, n);
+          ASSERT_EQ(run(0, n), named) << gguf::type_name(wt) << " isa " << level_name(l) << " n " << n << " seed " << seed;
+          ASSERT_EQ(named, again) << gguf::type_name(wt) << " isa " << level_name(l) << " n " << n << " seed " << seed;
+        }
+    }
+}
+
+// A call of many activation rows (the AVX2 GEMM on chunks expanded to one byte per code, for
+// Q4_K only from 64 rows) gives every row the bits of a call of that row alone (the decode
+// tile), at every level: gemm_invariance_test.cpp's contract at a width it does not reach.
+TEST(Packed, WideCallsGiveTheBitsOfOneRowCalls) {
+  IsaGuard guard;
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (TensorType wt : kTypes)
+    for (Isa l : levels()) {
+      force_isa(l);
+      const int64_t k = 512, rows = 40, n_act = 70;
+      const TensorType at = act_type(wt);
+      const size_t wrb = row_size(wt, k), arb = row_size(at, k);
+      const auto w = weights(wt, rows, k, false, rng);
+      std::vector<uint8_t> p(packed_group_bytes(wt, k) * size_t(rows / 8)), act(arb * size_t(n_act));
+      pack_rows(wt, w.data(), wrb, rows, k, p.data());
+      for (int64_t a = 0; a < n_act; ++a) {
+        const auto x = random_floats(rng, k);
+        quantize_row(at, x.data(), act.data() + a * arb, k);
+      }
+      std::vector<float> wide(size_t(rows * n_act)), one(wide.size());
+      gemm_packed(wt, p.data(), rows, act.data(), arb, n_act, wide.data(), size_t(rows), k);
+      for (int64_t a = 0; a < n_act; ++a)
+        gemm_packed(wt, p.data(), rows, act.data() + a * arb, arb, 1, one.data() + a * rows, size_t(rows), k);
+      ASSERT_EQ(0, std::memcmp(wide.data(), one.data(), wide.size() * sizeof(float)))
+          << gguf::type_name(wt) << " isa " << level_name(l) << " seed " << seed;
+    }
+}
 
 TEST(Packed, RejectsBadShapes) {
   std::vector<uint8_t> w(1 << 16), a(4096);

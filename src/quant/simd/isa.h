@@ -18,6 +18,7 @@ struct GemmArgs {
   float* out;
   size_t out_stride;
   int64_t k;
+  uint64_t act_version = 0;  // gemm_packed's: nonzero when what a thread derives from act may be reused
 };
 
 // Each returns false (doing nothing) when the level has no kernel for the type.

@@ -408,13 +408,13 @@ void unpack_rows(TensorType wt, const void* packed, int64_t n_rows, int64_t k, v
 }
 
 void gemm_packed(TensorType wt, const void* packed, int64_t n_rows, const void* act, size_t act_row_bytes,
-                 int64_t n_act, float* out, size_t out_stride, int64_t k) {
+                 int64_t n_act, float* out, size_t out_stride, int64_t k, uint64_t act_version) {
   check(wt, n_rows, k);
   if (act_row_bytes < row_size(act_type(wt), k)) fail("quant::simd::gemm_packed: activation rows too short");
   if (n_act > 1 && out_stride < size_t(n_rows)) fail("quant::simd::gemm_packed: out_stride < n_rows");
   if (n_rows == 0 || n_act == 0) return;
   const detail::GemmArgs g{(const uint8_t*)packed, packed_group_bytes(wt, k), n_rows, (const uint8_t*)act,
-                           act_row_bytes, n_act, out, out_stride, k};
+                           act_row_bytes, n_act, out, out_stride, k, act_version};
   if (isa() == Isa::avx512 && detail::avx512::gemm_packed(wt, g)) return;
   if (isa() == Isa::avx2 && detail::avx2::gemm_packed(wt, g)) return;
   // Lower levels: unpack one group at a time and run the stored-format kernels.

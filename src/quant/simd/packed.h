@@ -45,7 +45,14 @@ void unpack_rows(gguf::TensorType wt, const void* packed, int64_t n_rows, int64_
 // gemm() on packed rows: out[a*out_stride + r] = dot(row r, activation a), n_rows a multiple of
 // 8, activations in act_type(wt). AVX-512 VNNI and AVX2 kernels (has_packed_kernel); otherwise
 // each group is unpacked and gemm() runs on it.
+// act_version: 0, or a value the caller never reuses for other activation bytes: every call
+// with the same nonzero act_version, act and n_act reads the same bytes. The AVX2 prefill
+// kernels then keep, per thread, what they derive from the activation rows (block scales and
+// offset sums) and skip deriving it again: a prefill matmul calls gemm_packed once per tile of
+// weight rows on the same activation block, and Q5_0's per-block offset sums cost ~4% of its
+// kernel time when made again for every 128 weight rows. The results are the same either way.
 void gemm_packed(gguf::TensorType wt, const void* packed, int64_t n_rows, const void* act,
-                 size_t act_row_bytes, int64_t n_act, float* out, size_t out_stride, int64_t k);
+                 size_t act_row_bytes, int64_t n_act, float* out, size_t out_stride, int64_t k,
+                 uint64_t act_version = 0);
 
 }  // namespace loom::quant::simd

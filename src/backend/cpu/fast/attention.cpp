@@ -341,10 +341,12 @@ void run_attention(const Step& s, Exec& e) {
   };
 
   // Blocks of many rows (prefill): one task per pair, its scores, stats and partials in thread
-  // scratch (nothing the size of the whole step's scores goes through memory).
+  // scratch (nothing the size of the whole step's scores goes through memory). Handed out last
+  // pair first: a causal block's cost grows with its position, so the threads start on the
+  // largest tasks and end on the smallest, instead of one thread finishing the largest alone.
   if (max_rows > kStreamRows) {
     e.pool.for_each(int64_t(job.pairs.size()), [&](int64_t pi, int thread) {
-      const Pair& pr = job.pairs[size_t(pi)];
+      const Pair& pr = job.pairs[job.pairs.size() - 1 - size_t(pi)];
       const int64_t heads = pr.rows * group, ld = pr.hi - pr.lo;
       const size_t stats = size_t(2 * heads * pr.n_chunks);
       const size_t parts = pr.n_chunks > 1 ? size_t(pr.n_chunks * heads * a.value_dim) : 0;

@@ -311,14 +311,21 @@ void scores_avx2(const Geometry& G, const float* q, const uint8_t* rows, size_t 
 }
 
 // As values_tile above: acc[h][c0 + ...] += Σ_i w[h * ld + i] v_i in ascending i over each
-// head's range; a key outside a head's range leaves its accumulators untouched. Same: every
-// head of the tile has one range (all but the causal edge of a prefill block), so the loop
-// tests no head's range per key.
+// head's range; a key outside a head's range leaves its accumulators untouched. Keys in every
+// head's range [all_lo, all_hi) take the branch that tests no range per key: with Same (every
+// head of the tile has one range: decode) that is all of them; otherwise (the heads of several
+// rows of a prefill block) all but the causal edge, where the rows' ranges end one key apart.
+// Each head still adds its own keys in ascending order, so the branch changes no sum. (One
+// loop with a well-predicted branch rather than three loops: helpers sharing the accumulator
+// array made GCC store it to the stack on every key.)
 template <KvElem E, int NC, int NH, bool Same>
 void values_tile_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int64_t count, const float* w,
                       int64_t ld, float* acc, int64_t h0, int64_t c0, HeadRanges r) {
-  int64_t i_lo = count, i_hi = 0;
-  for (int h = 0; h < NH; ++h) i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
+  int64_t i_lo = count, i_hi = 0, all_lo = 0, all_hi = count;
+  for (int h = 0; h < NH; ++h) {
+    i_lo = std::min<int64_t>(i_lo, r.from[h0 + h]), i_hi = std::max<int64_t>(i_hi, r.to[h0 + h]);
+    all_lo = std::max<int64_t>(all_lo, r.from[h0 + h]), all_hi = std::min<int64_t>(all_hi, r.to[h0 + h]);
+  }
   if (i_lo >= i_hi) return;
   __m256 a[NH][NC];
 #pragma GCC unroll 8
@@ -329,37 +336,44 @@ void values_tile_avx2(const Geometry& G, const uint8_t* rows, size_t stride, int
   for (int h = 0; h < NH; ++h) wh[h] = w + (h0 + h) * ld;
   for (int64_t i = i_lo; i < i_hi; ++i) {
     const uint8_t* row = rows + size_t(i) * stride;
-    if constexpr (Same && NC > 2) {  // the weights first: NH + 1 + NH·NC registers
-      __m256 b[NH];
+    if (Same || (i >= all_lo && i < all_hi)) {
+      if constexpr (NC > 2) {  // the weights first: NH + 1 + NH·NC registers
+        __m256 b[NH];
 #pragma GCC unroll 8
-      for (int h = 0; h < NH; ++h) b[h] = _mm256_broadcast_ss(wh[h] + i);
+        for (int h = 0; h < NH; ++h) b[h] = _mm256_broadcast_ss(wh[h] + i);
 #pragma GCC unroll 8
-      for (int c = 0; c < NC; ++c) {
-        const __m256 v = load8<E>(row, c0 + 8 * c);
+        for (int c = 0; c < NC; ++c) {
+          const __m256 v = load8<E>(row, c0 + 8 * c);
 #pragma GCC unroll 8
-        for (int h = 0; h < NH; ++h) a[h][c] = _mm256_fmadd_ps(b[h], v, a[h][c]);
-      }
-    } else if constexpr (Same) {  // the values first: NC + 1 + NH·NC registers
-      __m256 v[NC];
+          for (int h = 0; h < NH; ++h) a[h][c] = _mm256_fmadd_ps(b[h], v, a[h][c]);
+        }
+      } else {  // the values first: NC + 1 + NH·NC registers
+        __m256 v[NC];
 #pragma GCC unroll 8
-      for (int c = 0; c < NC; ++c) v[c] = load8<E>(row, c0 + 8 * c);
+        for (int c = 0; c < NC; ++c) v[c] = load8<E>(row, c0 + 8 * c);
 #pragma GCC unroll 8
-      for (int h = 0; h < NH; ++h) {
-        const __m256 b = _mm256_broadcast_ss(wh[h] + i);
+        for (int h = 0; h < NH; ++h) {
+          const __m256 b = _mm256_broadcast_ss(wh[h] + i);
 #pragma GCC unroll 8
-        for (int c = 0; c < NC; ++c) a[h][c] = _mm256_fmadd_ps(b, v[c], a[h][c]);
+          for (int c = 0; c < NC; ++c) a[h][c] = _mm256_fmadd_ps(b, v[c], a[h][c]);
+        }
       }
     } else {
       __m256 v[NC];
+#pragma GCC unroll 8
       for (int c = 0; c < NC; ++c) v[c] = load8<E>(row, c0 + 8 * c);
+#pragma GCC unroll 8
       for (int h = 0; h < NH; ++h) {
         if (i < r.from[h0 + h] || i >= r.to[h0 + h]) continue;
         const __m256 b = _mm256_broadcast_ss(wh[h] + i);
+#pragma GCC unroll 8
         for (int c = 0; c < NC; ++c) a[h][c] = _mm256_fmadd_ps(b, v[c], a[h][c]);
       }
     }
   }
+#pragma GCC unroll 8
   for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) _mm256_storeu_ps(acc + (h0 + h) * G.vd + c0 + 8 * c, a[h][c]);
 }
 

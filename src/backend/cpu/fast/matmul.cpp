@@ -20,6 +20,7 @@
 // stored by steps of at most kStoredRowsActs rows (fewest bytes) and from their prefill copy
 // (repack.h: the same bits) by longer ones.
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cpu/fast/plan.h"
 #include "common/error.h"
@@ -57,6 +58,11 @@ void run_matmul(const Step& s, Exec& e) {
     act = q;
   }
 
+  // Names this step's activation bytes for the kernels (gemm_packed's act_version): they do not
+  // change while the step runs, and no other step gets the same number.
+  static std::atomic<uint64_t> act_versions{0};
+  const uint64_t act_version = ++act_versions;
+
   // Tile geometry per part; tiles are numbered activation-block-major so that threads work on
   // the same activation block at the same time.
   const bool stream = n_act <= s.stream_rows;
@@ -93,7 +99,7 @@ void run_matmul(const Step& s, Exec& e) {
     if (r < mp.packed_rows) {  // x8 groups (chunk sizes are multiples of 8)
       const int64_t pe = std::min(r1, mp.packed_rows);
       loom::quant::simd::gemm_packed(mp.type, mp.packed + size_t(r / 8) * mp.packed_group_bytes, pe - r, xa, act_rb,
-                                     a1 - a0, o + r, size_t(mp.rows), k);
+                                     a1 - a0, o + r, size_t(mp.rows), k, act_version);
       r = pe;
     }
     if (r < r1) {

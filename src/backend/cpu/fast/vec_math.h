@@ -147,6 +147,19 @@ inline double sum_squares(const float* x, int64_t n) {
     a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sq), 1))));
   }
   s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+#elif defined(__AVX2__)
+  // Lanes of doubles as above (the scalar loop's one chain of dependent adds made the norms of
+  // a qwen3 prefill, with their per-head Q/K norms, 2% of its time on AVX2 hosts).
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 sq = _mm256_mul_ps(v, v);
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+  }
+  const __m256d a = _mm256_add_pd(a0, a1);
+  const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+  s = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
 #endif
   for (; i < n; ++i) s += double(x[i] * x[i]);
   return s;
@@ -159,6 +172,10 @@ inline void scale_mul_row(const float* x, float s, const float* w, float* o, int
   const __m512 vs = _mm512_set1_ps(s);
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), _mm512_loadu_ps(w + i)));
+#elif defined(__AVX2__)
+  const __m256 vs = _mm256_set1_ps(s);
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
 #endif
   for (; i < n; ++i) o[i] = x[i] * s * w[i];
 }

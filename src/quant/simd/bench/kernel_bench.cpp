@@ -179,6 +179,14 @@ int main(int argc, char** argv) {
               ->Unit(benchmark::kMicrosecond)->UseRealTime();
         }
       }
+      // One prefill tile of matmul.cpp (128 weight rows x 256 activation rows) at the Qwen
+      // shapes' k: 896 (qwen2's hidden size, the Q5_0 / Q8_0 fallback), 1024, 3072, 4864.
+      for (int64_t k : {896, 1024, 3072, 4864}) {
+        if (k % q::block_elems(wt)) continue;
+        const Shape m{wt, 128, k, 0, true};
+        const std::string name = "gemmx8tile/" + tn + "/" + ln + "/128x" + std::to_string(k) + "/256";
+        benchmark::RegisterBenchmark(name.c_str(), run_gemm, m, l, int64_t(256))->Unit(benchmark::kMillisecond)->UseRealTime();
+      }
       for (auto [rows, k] : {std::pair<int64_t, int64_t>{576, 1536}, {2048, 2048}})
         for (int64_t n : {64, 512}) {
           const Shape m{wt, rows, k, 0, true};
