@@ -283,6 +283,11 @@ void drive(SessionState& s) {
   s.selection_tokens = s.c.selection.empty() ? std::vector<std::vector<int32_t>>{}
                                              : tokenize_for(s.spec(s.baseline_program()), s.c.selection, 2);
   s.baseline = s.open(s.baseline_program());
+  // The threads gate holds every candidate to the contract's count: a contract the baseline
+  // itself does not meet (CUDA runs one host thread) would fail every candidate; say so now.
+  if (s.baseline->threads() != s.c.threads)
+    loom::fail("contract threads = {}, but the baseline runs {} thread(s) on backend {}: set \"threads\": {} in {}",
+               s.c.threads, s.baseline->threads(), s.c.backend, s.baseline->threads(), kContractFile);
   if (!s.selection_tokens.empty()) s.baseline_quality = score_quality(*s.baseline, s.selection_tokens);
   const auto ref = reference_outputs(*s.baseline, s);
   const std::string ref_sha = digest_of(ref);
