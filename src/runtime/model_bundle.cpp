@@ -15,6 +15,7 @@ ModelBundle ModelBundle::load(const std::string& path, const std::string& gguf_o
 }
 
 const text::ChatTemplate& ModelBundle::chat_template() const {
+  std::lock_guard<std::mutex> lock(*chat_mu_);
   if (!chat_) chat_.emplace(text::chat_template_for(*model_.file));
   return *chat_;
 }
@@ -25,6 +26,7 @@ std::vector<int32_t> ModelBundle::encode(const std::string& text, bool add_bos, 
 
 void ModelBundle::set_chat_template(const std::string& source) {
   const auto& f = *model_.file;
+  std::lock_guard<std::mutex> lock(*chat_mu_);
   chat_.emplace(source, text::token_text(f, "tokenizer.ggml.bos_token_id"),
                 text::token_text(f, "tokenizer.ggml.eos_token_id"));
 }

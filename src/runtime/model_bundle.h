@@ -4,6 +4,7 @@
 // the bundle must outlive the engines opened on it.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,9 @@ class ModelBundle {
   LoadedModel model_;
   std::unique_ptr<text::Tokenizer> tok_;
   mutable std::optional<text::ChatTemplate> chat_;
+  // The first use of the template may come from several server threads at once (the first
+  // chat requests): made under this lock, or two threads emplace it over each other.
+  std::unique_ptr<std::mutex> chat_mu_ = std::make_unique<std::mutex>();
 };
 
 }  // namespace loom::runtime

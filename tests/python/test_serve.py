@@ -64,6 +64,9 @@ class Server:
         return float(m.group(1)) if m else None
 
     def close(self):
+        crashed = {-signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS, -signal.SIGFPE, -signal.SIGILL}
+        if self.proc.poll() in crashed:  # a crash, whatever the test saw of it: say so, with the log
+            pytest.fail(f"loom serve crashed (status {self.proc.returncode}):\n" + "".join(self.log[-40:]))
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
