@@ -116,6 +116,28 @@ TEST_P(PackedVsReference, AllActTilesAllLevels) {
 INSTANTIATE_TEST_SUITE_P(Types, PackedVsReference, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(gguf::type_name(info.param)); });
 
+// Packed weights of `rows` rows and n_act activation rows of their activation type (fill()
+// draws new ones in place: new bytes at the same address).
+struct PackedCall {
+  TensorType wt;
+  int64_t k, n_act;
+  size_t arb;
+  std::vector<uint8_t> packed, act;
+  PackedCall(TensorType t, int64_t k_, int64_t rows, int64_t n, std::mt19937_64& rng)
+      : wt(t), k(k_), n_act(n), arb(row_size(act_type(t), k_)) {
+    const auto w = weights(wt, rows, k, false, rng);
+    packed.resize(packed_group_bytes(wt, k) * size_t(rows / 8));
+    act.resize(arb * size_t(n_act));
+    pack_rows(wt, w.data(), row_size(wt, k), rows, k, packed.data());
+  }
+  void fill(std::mt19937_64& rng) {
+    for (int64_t a = 0; a < n_act; ++a) {
+      const auto x = random_floats(rng, k);
+      quantize_row(act_type(wt), x.data(), act.data() + a * arb, k);
+    }
+  }
+};
+
 // act_version (packed.h): calls that name their activation bytes give the bits of calls that
 // do not, whether a thread's prepared activation data is reused (same version: another tile of
 // weight rows over the same rows) or must be made again (a new version over new bytes at the
@@ -128,17 +150,11 @@ TEST(Packed, ActVersionReusesOnlyWhatItNames) {
     for (Isa l : levels()) {
       force_isa(l);
       const int64_t k = 512, rows = 32, n_act = 13;
-      const TensorType at = act_type(wt);
-      const size_t wrb = row_size(wt, k), arb = row_size(at, k);
-      const auto w = weights(wt, rows, k, false, rng);
-      std::vector<uint8_t> p(packed_group_bytes(wt, k) * size_t(rows / 8)), act(arb * size_t(n_act));
-      pack_rows(wt, w.data(), wrb, rows, k, p.data());
-      auto fill = [&] {
-        for (int64_t a = 0; a < n_act; ++a) {
-          const auto x = random_floats(rng, k);
-          quantize_row(at, x.data(), act.data() + a * arb, k);
-        }
-      };
+      PackedCall c(wt, k, rows, n_act, rng);
+      const auto& p = c.packed;
+      auto& act = c.act;
+      const size_t arb = c.arb;
+      auto fill = [&] { c.fill(rng); };
       // Two tiles of 16 weight rows each, as matmul.cpp calls them.
       auto run = [&](uint64_t version, int64_t n) {
         std::vector<float> out(size_t(rows * n));
@@ -169,15 +185,11 @@ TEST(Packed, WideCallsGiveTheBitsOfOneRowCalls) {
     for (Isa l : levels()) {
       force_isa(l);
       const int64_t k = 512, rows = 40, n_act = 70;
-      const TensorType at = act_type(wt);
-      const size_t wrb = row_size(wt, k), arb = row_size(at, k);
-      const auto w = weights(wt, rows, k, false, rng);
-      std::vector<uint8_t> p(packed_group_bytes(wt, k) * size_t(rows / 8)), act(arb * size_t(n_act));
-      pack_rows(wt, w.data(), wrb, rows, k, p.data());
-      for (int64_t a = 0; a < n_act; ++a) {
-        const auto x = random_floats(rng, k);
-        quantize_row(at, x.data(), act.data() + a * arb, k);
-      }
+      PackedCall c(wt, k, rows, n_act, rng);
+      c.fill(rng);
+      const auto& p = c.packed;
+      const auto& act = c.act;
+      const size_t arb = c.arb;
       std::vector<float> wide(size_t(rows * n_act)), one(wide.size());
       gemm_packed(wt, p.data(), rows, act.data(), arb, n_act, wide.data(), size_t(rows), k);
       for (int64_t a = 0; a < n_act; ++a)
