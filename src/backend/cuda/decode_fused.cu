@@ -19,8 +19,11 @@ namespace {
 
 constexpr int kThreads = 256;  // as rms_norm_kernel's: block_sum_squares adds in an order set by the block size
 
-// One block per row: the sum of squares, then each warp normalises whole 32-element blocks
-// and quantizes them (q8_1.cuh).
+// Blocks (row, part): each block of a row takes the row's sum of squares (every block the same
+// bits: the order is set by the block size alone), then its warps normalise and quantize their
+// share of the row's 32-element blocks (q8_1.cuh). With one block per row, a decode step's
+// 4096-wide norm was one block walking 128 blocks of 32 — ~20 us on the 8B shape (ncu), the
+// second-largest cost of its step after the matmuls; split, each warp takes about one.
 __global__ void rms_norm_q8_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps,
                                    float* __restrict__ out, int64_t cols, int8_t* __restrict__ q,
                                    float2* __restrict__ ds) {
@@ -30,8 +33,8 @@ __global__ void rms_norm_q8_kernel(const float* __restrict__ x, const float* __r
   float* og = out + int64_t(blockIdx.x) * cols;
   const float s = rsqrtf(block_sum_squares<kThreads>(xg, cols) / float(cols) + eps);
   const int lane = threadIdx.x % kWarpSize;
-  const int64_t blocks = cols / 32;
-  for (int64_t b = threadIdx.x / kWarpSize; b < blocks; b += blockDim.x / kWarpSize) {
+  const int64_t blocks = cols / 32, warps = blockDim.x / kWarpSize;
+  for (int64_t b = blockIdx.y * warps + threadIdx.x / kWarpSize; b < blocks; b += gridDim.y * warps) {
     const int64_t c = b * 32 + lane;
     const float v = xg[c] * s * w[c];
     og[c] = v;
@@ -99,7 +102,8 @@ void rms_norm_q8(const float* x, const float* w, float eps, float* out, int64_t 
                  float2* ds, cudaStream_t s) {
   if (cols <= 0 || cols % 32) cuda_invalid("rms_norm_q8: the row width must be a multiple of 32");
   if (rows <= 0) return;
-  launch(rms_norm_q8_kernel, dim3(unsigned(rows)), dim3(kThreads), s, x, w, eps, out, cols, q, ds);
+  const int64_t parts = (cols / 32 + kThreads / kWarpSize - 1) / (kThreads / kWarpSize);  // ~one 32-block per warp
+  launch(rms_norm_q8_kernel, dim3(unsigned(rows), unsigned(parts)), dim3(kThreads), s, x, w, eps, out, cols, q, ds);
 }
 
 void rope_kv_store(const RopeSpec& rs, const float* q, int64_t n_head, float* q_out, const float* k, const float* v,

@@ -43,7 +43,8 @@ __global__ void softcap_kernel(const float* __restrict__ x, float cap, float* __
   if (i < n) out[i] = tanhf(x[i] * (1.0f / cap)) * cap;
 }
 
-// One block per group of `group` elements: sum of squares, then x * rsqrt(mean + eps) * w.
+// Blocks (group, part) per group of `group` elements: each takes the group's sum of squares
+// (the same bits in every block), then x * rsqrt(mean + eps) * w over its part of the group.
 __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps,
                                 float* __restrict__ out, int64_t group) {
   allow_next_kernel();
@@ -51,7 +52,7 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __rest
   const float* xg = x + int64_t(blockIdx.x) * group;
   float* og = out + int64_t(blockIdx.x) * group;
   const float s = rsqrtf(block_sum_squares<kThreads>(xg, group) / float(group) + eps);
-  for (int64_t c = threadIdx.x; c < group; c += blockDim.x) og[c] = xg[c] * s * w[c];
+  for (int64_t c = blockIdx.y * blockDim.x + threadIdx.x; c < group; c += gridDim.y * blockDim.x) og[c] = xg[c] * s * w[c];
 }
 
 __global__ void slice_kernel(const float* __restrict__ x, int64_t ldx, int64_t start, float* __restrict__ out,
@@ -99,7 +100,8 @@ void rms_norm(const float* x, const float* w, float eps, float* out, int64_t row
   if (group <= 0 || cols % group) cuda_invalid("rms_norm: the group must divide the row width");
   const int64_t groups = rows * (cols / group);
   if (groups <= 0) return;
-  launch(rms_norm_kernel, dim3(unsigned(groups)), dim3(kThreads), s, x, w, eps, out, group);
+  const int64_t parts = std::min<int64_t>(16, (group + 4 * kThreads - 1) / (4 * kThreads));  // ~4 elements a thread
+  launch(rms_norm_kernel, dim3(unsigned(groups), unsigned(parts)), dim3(kThreads), s, x, w, eps, out, group);
 }
 
 void slice(const float* x, int64_t ldx, int64_t start, float* out, int64_t rows, int64_t cols, cudaStream_t s) {
