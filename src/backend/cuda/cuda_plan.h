@@ -29,7 +29,7 @@ struct Q8Buffer {
 
 // The cuda backend's schedule keys, read (CudaBackend::schedule_keys declares them).
 struct CudaSchedule {
-  int64_t graph_rows = 32, gemm_rows = 32;
+  int64_t graph_rows = 32, gemm_rows = 64, mma_rows = 4;
   bool decode_fusion = true, programmatic_launch = true;  // defaults: cuda_plan.cpp's keys
 };
 
@@ -132,8 +132,10 @@ class CudaPlan final : public Plan {
   // matmuls (their input is in [0] while they write).
   Q8Buffer q8_[2];
   DeviceBuffer gated_counters_;       // matmul_q8_parts' per-group counters (GatedQ8), kept zero
+  DeviceBuffer mma_scratch_;          // activations re-laid for the tensor-core matmuls (MmaPath)
+  MmaPath mma() const { return {mma_scratch_.get(), mma_scratch_.bytes(), mma_rows_}; }
   int64_t q8_max_k_ = 0;
-  int64_t graph_rows_ = 0, gemm_rows_ = 0;
+  int64_t graph_rows_ = 0, gemm_rows_ = 0, mma_rows_ = 0;
   bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
   DecodeFusion fusion_;
   std::unique_ptr<Gemm> gemm_;

@@ -102,7 +102,7 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
     }
     const Q8Buffer& x = quantize_for(first.in[0].value, K, rows);
     if (&x == &q8_[1]) gq8 = {};  // its output's codes would overwrite the input's: quantize later
-    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, gq8);
+    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, gq8, mma());
     if (gq8.codes) q8_[1].value = low_.ops[size_t(st.epilogue_op)].out;
     return true;
   }
@@ -179,7 +179,8 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
       } else if (w.packed) {
         // q, k and v (gate and up) read one input: it is quantized once for all of them.
         const Q8Buffer& x = quantize_for(lo.in[0].value, w.cols, rows);
-        matmul_q8(w.type, w.packed, w.packed_row_bytes, w.rows, w.cols, x.q(), x.ds(), rows, out, lo.cols, stream_);
+        const MatmulPart part{w.type, w.packed, w.packed_row_bytes, w.rows, out, lo.cols};
+        matmul_q8_parts(&part, 1, MatmulEpilogue::store, w.cols, x.q(), x.ds(), rows, stream_, {}, mma());
       } else {
         matmul_rows(w.type, w.data, w.row_bytes, w.rows, w.cols, in(0), w.cols, rows, out, lo.cols, stream_);
       }

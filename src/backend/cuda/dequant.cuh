@@ -38,6 +38,20 @@ __device__ __forceinline__ uint64_t u64_at(const uint8_t* p) {
   return uint64_t(u32_at(p)) | (uint64_t(u32_at(p + 4)) << 32);
 }
 
+// Q4_K/Q5_K scale and min of group j (ggml's get_scale_min_k4) from the 12 packed bytes held in
+// head.y..w, by shifts rather than a byte array (a run-time index would put it in local memory).
+__device__ __forceinline__ void scale_min(int j, int4 head, float& sc, float& m) {
+  const int b = 8 * (j & 3);
+  const uint32_t s0 = uint32_t(head.y) >> b, s1 = uint32_t(head.z) >> b, s2 = uint32_t(head.w) >> b;
+  if (j < 4) {
+    sc = float(s0 & 63);
+    m = float(s1 & 63);
+  } else {
+    sc = float((s2 & 0xF) | (((s0 >> 6) & 3) << 4));
+    m = float(((s2 >> 4) & 0xF) | (((s1 >> 6) & 3) << 4));
+  }
+}
+
 // Q4_K/Q5_K: scale and min of group j (0..7) from the 12 packed bytes (ggml's get_scale_min_k4).
 __device__ __forceinline__ void k4_scale_min(int j, const uint8_t* q, float& sc, float& m) {
   if (j < 4) {

@@ -52,8 +52,21 @@ struct GatedQ8 {
   float2* ds = nullptr;
   int* counters = nullptr;
 };
+// Batches of at least min_rows rows whose parts all have a tensor-core kernel (has_mma_kernel)
+// run on int8 MMA (matmul_mma.cu) on devices that have it (sm_80+), the activations re-laid in
+// `scratch` (at least mma_scratch_bytes(rows, K)); min_rows 0: never.
+struct MmaPath {
+  void* scratch = nullptr;
+  size_t bytes = 0;
+  int64_t min_rows = 0;
+};
+bool has_mma_kernel(gguf::TensorType t);
+size_t mma_scratch_bytes(int64_t rows, int64_t K);
+bool mma_device();
+void matmul_mma_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
+                      const float2* ds, int64_t rows, cudaStream_t s, const MmaPath& mma);
 void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
-                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8 = {});
+                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8 = {}, const MmaPath& mma = {});
 
 // Prefill (dequant_f16.cu): weight rows (stored format, or packed for the types has_q8_kernel
 // accepts) to N x K halves, and f32 activations to halves, for the cuBLAS GEMM (gemm.h).

@@ -42,20 +42,6 @@ __device__ __forceinline__ int dot16(const int (&w)[4], int4 x, int acc = 0) {
 
 template <TensorType T> struct Unit;
 
-// Q4_K/Q5_K scale and min of group j (ggml's get_scale_min_k4) from the 12 packed bytes held in
-// head.y..w, by shifts rather than a byte array (a run-time index would put it in local memory).
-__device__ __forceinline__ void scale_min(int j, int4 head, float& sc, float& m) {
-  const int b = 8 * (j & 3);
-  const uint32_t s0 = uint32_t(head.y) >> b, s1 = uint32_t(head.z) >> b, s2 = uint32_t(head.w) >> b;
-  if (j < 4) {
-    sc = float(s0 & 63);
-    m = float(s1 & 63);
-  } else {
-    sc = float((s2 & 0xF) | (((s0 >> 6) & 3) << 4));
-    m = float(((s2 >> 4) & 0xF) | (((s1 >> 6) & 3) << 4));
-  }
-}
-
 // Q4_0 / Q4_1: one unit per block; quant byte j holds element j (low nibble) and j + 16 (high).
 template <TensorType T> struct Legacy4 {
   static constexpr int kPerBlock = 1;
@@ -388,7 +374,7 @@ void quantize_q8_1(const float* x, int64_t ldx, int64_t rows, int64_t K, int8_t*
 }
 
 void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
-                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8) {
+                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8, const MmaPath& mma) {
   if (n_parts < 1 || n_parts > kMaxParts) cuda_invalid("matmul_q8_parts: 1 to 4 weights per launch");
   if (e != MatmulEpilogue::store && (n_parts != 2 || parts[0].N != parts[1].N || parts[0].residual))
     cuda_invalid("matmul_q8_parts: a gated epilogue takes two weights (gate, up) of equal rows and no residual");
@@ -409,6 +395,13 @@ void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int
   if (q8.codes && (e == MatmulEpilogue::store || end % 32 || !q8.ds || !q8.counters))
     cuda_invalid("matmul_q8_parts: a q8_1 output needs a gated epilogue, rows a multiple of 32 and counters");
   if (end <= 0) return;
+  bool tensor_cores = mma.min_rows > 0 && rows >= mma.min_rows && mma_device();
+  for (int i = 0; i < n_parts; ++i) tensor_cores = tensor_cores && has_mma_kernel(parts[i].type);
+  if (tensor_cores) {  // the gated output's q8_1 form, if wanted, by the quantize kernel after it
+    matmul_mma_parts(parts, n_parts, e, K, q, ds, rows, s, mma);
+    if (q8.codes) quantize_q8_1(parts[0].y, parts[0].ldy, rows, end, q8.codes, q8.ds, s);
+    return;
+  }
   for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
     const XRows x{q + r0 * K, ds + r0 * (K / 32), K};
     Parts Pr = P;

@@ -1,0 +1,50 @@
+// A random quantized weight for the CUDA kernel tests: its stored rows quantized from fresh
+// random floats, the reference dequantization (N x K, the CPU reference's), and the packed rows
+// on the device; ref_dot is the double-precision dot the integer-dot kernels are held to.
+#pragma once
+#include <cmath>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kernels.h"
+#include "quant/quant.h"
+#include "random_inputs.h"
+
+namespace loom::backend::cuda {
+
+struct Weight {
+  gguf::TensorType type;
+  int64_t N, K;
+  std::vector<float> deq;  // N x K reference dequantization
+  DeviceBuffer packed;
+  size_t row_bytes = 0;
+};
+
+inline Weight random_weight(std::mt19937_64& rng, gguf::TensorType t, int64_t N, int64_t K) {
+  Weight w{t, N, K, std::vector<float>(size_t(N * K)), {}, 0};
+  const size_t rb = quant::row_size(t, K);
+  std::vector<uint8_t> stored(rb * size_t(N));
+  for (int64_t n = 0; n < N; ++n) {
+    const auto src = random_floats(rng, size_t(K));
+    quant::quantize_row(t, src.data(), stored.data() + n * rb, K);
+    quant::dequantize_row(t, stored.data() + n * rb, w.deq.data() + n * K, K);
+  }
+  const auto p = pack_rows(t, stored.data(), N, K);
+  w.row_bytes = p.size() / size_t(N);
+  w.packed = DeviceBuffer::of(p);
+  return w;
+}
+
+// Dot of weight row n with activation row r (dequantized q8_1), and the sum of |terms|.
+inline std::pair<double, double> ref_dot(const Weight& w, const std::vector<float>& xq, int64_t r, int64_t n) {
+  double s = 0, mag = 0;
+  for (int64_t k = 0; k < w.K; ++k) {
+    const double t = double(w.deq[size_t(n * w.K + k)]) * xq[size_t(r * w.K + k)];
+    s += t, mag += std::abs(t);
+  }
+  return {s, mag};
+}
+
+}  // namespace loom::backend::cuda
