@@ -30,12 +30,22 @@ GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const s
   const std::string path = s.dir + "/" + name;
   GateResult g{name};
   try {
-    if (fs::exists(path)) git(s.manifest["workload"], {"worktree", "remove", "--force", path});
-    git(s.manifest["workload"], {"worktree", "add", "-q", "--detach", path, commit});
-    auto arm = s.open(s.program_in(path));
+    std::unique_ptr<Arm> arm;
+    if (s.from_source()) {
+      // The source too is built again, with the contract's command, in this fresh checkout.
+      const auto b = build_source(s.c, s.manifest["workload"], commit, path, s.dir + "/evidence/logs/build-" + name + ".log");
+      g.metrics = {{"commit", commit}, {"build", b.to_json()}};
+      if (!b.ok) loom::fail("{}", b.detail);
+      arm = s.open(s.program_in(path), b.binary, name);
+    } else {
+      if (fs::exists(path)) git(s.manifest["workload"], {"worktree", "remove", "--force", path});
+      git(s.manifest["workload"], {"worktree", "add", "-q", "--detach", path, commit});
+      arm = s.open(s.program_in(path));
+    }
     const auto got = reference_outputs(*arm, s);
     g.passed = got.size() == expected.size() && std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0;
-    g.metrics = {{"commit", commit}, {"values", got.size()}};
+    g.metrics["commit"] = commit;
+    g.metrics["values"] = got.size();
     g.detail = g.passed ? what + ": outputs reproduced bit for bit" : what + ": outputs differ";
     if (time_against && g.passed) {
       const auto t = time_pair(*time_against, *arm, s.c, s.gate_inputs(7777), s.c.pairs, process_threads());
@@ -49,10 +59,7 @@ GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const s
   } catch (const std::exception& e) {
     g.detail = what + ": " + e.what();
   }
-  try {
-    git(s.manifest["workload"], {"worktree", "remove", "--force", path});
-  } catch (const std::exception&) {
-  }
+  remove_checkout(s.manifest["workload"], path);
   return g;
 }
 
@@ -111,7 +118,9 @@ bool close_session(SessionState& s) {
                    {"budget", s.manifest["options"]["budget"]}}},
       {"workload", {{"dir", s.manifest["workload"]}, {"program", s.c.program}, {"model_sha256", s.c.gguf_sha256},
                     {"backend", s.c.backend}, {"threads", s.c.threads}, {"contract_sha256", pins["workload"]["contract_sha256"]},
-                    {"cache_state", s.c.cache_state}, {"min_gain", s.c.min_gain}, {"pairs", s.c.pairs}}},
+                    {"cache_state", s.c.cache_state}, {"min_gain", s.c.min_gain}, {"pairs", s.c.pairs},
+                    {"build", s.from_source() ? json{{"command", s.c.build_command}, {"binary", s.c.build_binary}}
+                                              : json(nullptr)}}},
       {"baseline", {{"program_sha256", pins["program"]["sha256"]}, {"tps_median", b["tps_median"]},
                     {"self_timing", b["self_timing"]}, {"selection_quality", b["selection_quality"]},
                     {"heldout_quality", quality_json(held_base)},
