@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -32,6 +33,26 @@ std::string tail_of(const std::string& path, size_t max_bytes) {
   std::ifstream f(path, std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   return all.size() > max_bytes ? "..." + all.substr(all.size() - max_bytes) : all;
+}
+
+// The threads of `pid` and of every process below it: a child that hands its work to processes
+// of its own (a wrapper, a worker pool of processes) is counted whole. Two small reads per
+// process (its stat line's thread count, its main thread's children), since the gate's watcher
+// samples this while the arm is being timed.
+int tree_threads(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  // Fields after the command name (which may hold spaces, so parsed from its closing ')'):
+  // state is field 3, num_threads field 20.
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  int n = 0;
+  for (int k = 3; k <= 20 && rest >> field; ++k)
+    if (k == 20) n = std::atoi(field.c_str());
+  std::ifstream children(fmt::format("/proc/{}/task/{}/children", pid, pid));
+  for (pid_t child; children >> child;) n += tree_threads(child);
+  return n;
 }
 
 class ProcessArm final : public Arm {
@@ -74,14 +95,7 @@ class ProcessArm final : public Arm {
 
   int64_t vocab() const override { return vocab_; }
   int threads() const override { return threads_; }
-  std::optional<int> own_threads() const override {
-    int n = 0;
-    std::error_code ec;
-    for (auto it = std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid_), ec);
-         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
-      ++n;
-    return n;
-  }
+  std::optional<int> own_threads() const override { return pid_ < 0 ? 0 : tree_threads(pid_); }
 
  private:
   void start() {

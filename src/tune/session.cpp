@@ -99,7 +99,9 @@ std::string digest_of(const std::vector<float>& v) {
 
 void revert(SessionState& s) {
   git(s.worktree, {"reset", "-q", "--hard", "HEAD"});
-  git(s.worktree, {"clean", "-fdq"});
+  // A source workload's ignored files (build outputs an agent made in the worktree) go too: the
+  // next candidate starts from the commit alone.
+  git(s.worktree, {"clean", s.from_source() ? "-fdxq" : "-fdq"});
   remove_checkout(s.manifest["workload"].get<std::string>(), s.candidate_build_dir);
   s.candidate_build_dir.clear();
 }

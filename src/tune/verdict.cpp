@@ -25,11 +25,13 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
   const bool own_process = b.own_threads().has_value();
   const auto threads_now = [&] { return own_process ? b.own_threads().value_or(0) : process_threads(); };
   // Samples the threads while B runs: a candidate that starts workers behind the contract's
-  // back shows them here even when it joins them before returning.
+  // back shows them here even when it joins them before returning. Another process's /proc
+  // entries are sampled every 2 ms, not 200 us: at 200 us the reads slowed the child they
+  // watched (a baseline timed against itself read 0.85-0.92 on a busy 2-core host; ~1.0 at 2 ms).
   std::thread watcher([&] {
     while (!stop.load()) {
       if (in_b.load()) seen = std::max(seen.load(), threads_now());
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::this_thread::sleep_for(std::chrono::microseconds(own_process ? 2000 : 200));
     }
   });
   const auto input = [&](int round) {
