@@ -4,6 +4,7 @@
 // that dies fails the call it was answering with its exit status and the tail of its stderr,
 // and the next call starts it again (the baseline's arm outlives a crash of its child).
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -28,6 +29,8 @@ namespace loom::tune {
 namespace {
 
 using nlohmann::json;
+
+constexpr int kAnswerTimeoutMs = 600 * 1000;
 
 std::string tail_of(const std::string& path, size_t max_bytes) {
   std::ifstream f(path, std::ios::binary);
@@ -214,6 +217,15 @@ class ProcessArm final : public Arm {
   void fill() {
     char chunk[1 << 16];
     for (;;) {
+      // A child that hangs must fail its call, not stall the session: no answer within this long
+      // (far beyond any timed run or logits call a contract asks for) kills it.
+      pollfd p{out_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, kAnswerTimeoutMs);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        kill(pid_, SIGKILL);
+        died(fmt::format("gave no answer within {} s", kAnswerTimeoutMs / 1000));
+      }
       const ssize_t n = ::read(out_, chunk, sizeof chunk);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) died("died before answering");

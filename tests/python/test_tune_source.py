@@ -10,7 +10,7 @@ import json
 import pathlib
 import subprocess
 
-from test_tune import breakdown, git, session, workload
+from test_tune import breakdown, git, session, strip_comments, workload
 
 # The project's engine source. Constants a candidate edits decide what the built engine does;
 # without any of them it is loom itself (exec). The proxy modes sit between the session and
@@ -224,6 +224,15 @@ def test_a_child_that_dies_fails_its_candidate_and_the_session_goes_on(loom_bin,
 
 def test_without_a_build_section_the_arms_stay_in_process(loom_bin, tmp_path):
     wl = workload(loom_bin, tmp_path)
+    # init's example contract carries the section commented out, with what it means.
+    (tmp_path / "fresh").mkdir()
+    subprocess.run(["cp", str(wl / "model.loom"), str(tmp_path / "fresh")], check=True)
+    subprocess.run([str(loom_bin), "tune", "init", str(tmp_path / "fresh"), "--gguf", str(tmp_path / "tiny.gguf")],
+                   check=True, capture_output=True)
+    text = (tmp_path / "fresh" / "loom-tune.json").read_text()
+    assert '// "build": { "command":' in text and '//             "binary": "build/bin/loom" },' in text
+    uncommented = text.replace('  // "build":', '  "build":').replace('  //             "binary"', '  "binary"')
+    assert json.loads(strip_comments(uncommented))["build"]["binary"] == "build/bin/loom"  # valid once uncommented
     s = session(loom_bin, wl, "--no-search", "--agent", "echo '// a comment' >> model.loom")
     b = breakdown(s)
     assert b["workload"]["build"] is None and "source_build" not in json.loads((s / "evidence" / "pin_ledger.json").read_text())
@@ -235,3 +244,31 @@ def test_without_a_build_section_the_arms_stay_in_process(loom_bin, tmp_path):
     git(wl, "commit", "-qam", "build without a binary")
     r = session(loom_bin, wl, check=False)
     assert r.returncode == 1 and "build.command is set but build.binary" in r.stderr, r.stderr
+
+
+def test_search_points_are_built_screened_and_resumed_through_process_arms(loom_bin, tmp_path):
+    # The built-in search on a source workload: every point is a candidate tree built in a
+    # fresh checkout of its own and measured by the built binary; resume builds the baseline
+    # again and goes on from the manifest.
+    wl = project(loom_bin, tmp_path)
+    s = session(loom_bin, wl, "--budget", "2")
+    entries = breakdown(s)["optimizations"]["entries"]
+    assert len(entries) == 2
+    for e in entries:
+        build = e["gates"][0]
+        assert build["gate"] == "build" and build["passed"] and build["metrics"]["exit_status"] == 0, e
+        assert "a fresh checkout" in build["detail"]
+    assert (s / "evidence" / "logs" / "arm-baseline.log").exists()
+    no_build_checkouts_left(wl, s)
+    m = json.loads((s / "manifest.json").read_text())
+    first = m["entries"][0]
+    m["state"] = "running"
+    m["entries"] = m["entries"][:1]
+    (s / "manifest.json").write_text(json.dumps(m))
+    (s / "worktree" / "engine.py.in").write_text("half an edit")
+    subprocess.run([str(loom_bin), "tune", "resume", str(s)], check=True, capture_output=True, timeout=300)
+    m2 = json.loads((s / "manifest.json").read_text())
+    assert m2["state"] == "closed" and m2["entries"][0] == first and m2["close_gates_passed"], m2["state"]
+    assert m2["pins"]["source_build"] == m["pins"]["source_build"]  # the baseline's pin is the first build's
+    assert run_verify(loom_bin, s).startswith("ok:")
+    no_build_checkouts_left(wl, s)
