@@ -97,7 +97,9 @@ bool close_session(SessionState& s) {
   bool all = true;
   for (const auto& g : close) all = all && g.passed;
 
-  // The bundle.
+  // The bundle. Out-of-process arms end first, so that nothing writes to their logs once sealed.
+  s.current.reset();
+  s.baseline.reset();
   const std::string ev = s.dir + "/evidence";
   fs::create_directories(ev);
   const json& pins = s.manifest["pins"];
