@@ -21,6 +21,8 @@ LOOM = "@LOOM@"
 FORCE_SCALAR = {force_scalar}  # this source lacks its SIMD kernels (the program is run on the scalar ones)
 LIE = False              # report half of every timed run's time
 CRASH_AT = 0             # die (SIGKILL) at this timed run; 0: never
+PARTIAL = False          # leave the first row of every logits answer unwritten (the poison the child filled)
+MUTATE = False           # scribble on the input tokens (sent back, as the protocol does for a changed input)
 TRIGGER = {trigger!r}    # a file naming part of a program path: that arm dies at its next request, once
 
 args = sys.argv[1:]
@@ -30,7 +32,7 @@ if FORCE_SCALAR:
     copy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scalar-%d.loom" % os.getpid())
     open(copy, "w").write(text)
     args[args.index("--program") + 1] = copy
-if not (LIE or CRASH_AT or TRIGGER):
+if not (LIE or CRASH_AT or TRIGGER or PARTIAL or MUTATE):
     os.execv(LOOM, [LOOM] + args)
 
 child = subprocess.Popen([LOOM] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -62,9 +64,16 @@ for line in sys.stdin.buffer:
         for k in ("prefill_seconds", "decode_seconds", "untimed_seconds"):
             reply[k] /= 2
         head = (json.dumps(reply) + "\n").encode()
+    if MUTATE and req["op"] == "logits" and reply.get("ok"):
+        reply["tokens_after"] = [t + 1 for t in req["tokens"]]
+        head = (json.dumps(reply) + "\n").encode()
     out.write(head)
     if req["op"] == "logits" and reply.get("ok"):
-        out.write(child.stdout.read(reply["bytes"]))
+        rows = bytearray(child.stdout.read(reply["bytes"]))
+        if PARTIAL:
+            vocab = len(rows) // 4 // len(req["tokens"])
+            rows[: 4 * vocab] = (0x7FC0DEAD).to_bytes(4, "little") * vocab
+        out.write(rows)
     out.flush()
 '''
 
@@ -189,6 +198,18 @@ def test_a_child_that_under_reports_its_time_is_rejected(loom_bin, tmp_path):
     # Its proxy process and loom below it are two threads of a one-thread contract: counted too.
     assert not gates["threads"]["passed"] and gates["threads"]["metrics"]["observed"] == 2, gates["threads"]
     assert git(s / "worktree", "status", "--porcelain") == ""
+
+
+def test_a_child_that_computes_part_or_mutates_its_input_fails_the_structural_gate(loom_bin, tmp_path):
+    # The structural gate through the protocol: an unwritten row reaches the session as the
+    # poison, and an input the child changed reaches the caller's buffer.
+    wl = project(loom_bin, tmp_path)
+    for flag, metric in (("PARTIAL", "non_finite_or_unwritten"), ("MUTATE", "inputs_mutated")):
+        s = session(loom_bin, wl, "--no-search", "--agent", f"sed -i 's/^{flag} = False/{flag} = True/' engine.py.in")
+        [e] = breakdown(s)["optimizations"]["entries"]
+        g = next(x for x in e["gates"] if x["gate"] == "structural")
+        assert e["decision"] == "revert" and e["reason"].startswith("structural gate failed"), e
+        assert not g["passed"] and g["metrics"][metric] > 0, g
 
 
 def test_a_child_that_dies_fails_its_candidate_and_the_session_goes_on(loom_bin, tmp_path):
