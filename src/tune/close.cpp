@@ -83,7 +83,7 @@ bool close_session(SessionState& s) {
 
   json final_timing = nullptr;
   if (s.kept > 0) {
-    const auto [ta, tb] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.current, s.current_program_file(), 9999, "final");
+    const auto [ta, tb] = s.timed_pairs(s.baseline_side(), s.current_side(), 9999, "final");
     const auto r = bench::paired_ratio(ta, tb);
     final_timing = {{"pairs", r.pairs}, {"ratio_median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}},
                     {"tps_median", bench::quantile(tb, 0.5)}, {"source", s.c.script_timing ? "script" : "engine"}};

@@ -52,14 +52,14 @@ GateInputs SessionState::gate_inputs(uint64_t salt) const {
   return in;
 }
 
-std::pair<std::vector<double>, std::vector<double>> SessionState::timed_pairs(Arm& a, const std::string& a_program, Arm& b,
-                                                                             const std::string& b_program, uint64_t salt,
+std::pair<std::vector<double>, std::vector<double>> SessionState::timed_pairs(const Side& a, const Side& b, uint64_t salt,
                                                                              const std::string& tag) {
   if (c.script_timing) {
-    auto p = script_pairs(c, c.dir, a_program, b_program, dir + "/script/" + tag, dir + "/evidence/logs/script.log", c.pairs);
+    auto p = script_pairs(c, c.dir, a.program, b.program, dir + "/script/" + tag, dir + "/evidence/logs/script.log",
+                          c.pairs, a.loom, b.loom);
     return {std::move(p.a), std::move(p.b)};
   }
-  auto t = time_pair(a, b, c, gate_inputs(salt), c.pairs, process_threads());
+  auto t = time_pair(a.arm, b.arm, c, gate_inputs(salt), c.pairs, process_threads());
   return {std::move(t.a_tps), std::move(t.b_tps)};
 }
 
@@ -104,6 +104,7 @@ void revert(SessionState& s) {
   git(s.worktree, {"clean", s.from_source() ? "-fdxq" : "-fdq"});
   remove_checkout(s.manifest["workload"].get<std::string>(), s.candidate_build_dir);
   s.candidate_build_dir.clear();
+  s.candidate_binary.clear();
 }
 
 json ratio_json(const std::vector<double>& a, const std::vector<double>& b) {
@@ -167,6 +168,7 @@ std::unique_ptr<Arm> build(SessionState& s, const Candidate& cand, json& e, int&
       const std::string id = e["id"];
       const auto b = s.build_tree(snapshot_commit(s.worktree, s.dir + "/builds/scratch.index"), id);
       s.candidate_build_dir = b.dir;
+      s.candidate_binary = b.binary;
       if (!b.ok) {
         e["gates"].push_back(GateResult{"build", false, b.detail, b.to_json()}.to_json());
         e["reason"] = "build failed";
@@ -186,7 +188,7 @@ std::unique_ptr<Arm> build(SessionState& s, const Candidate& cand, json& e, int&
       // Run from the original checkout: the script is the base commit's, whatever the candidate edited.
       const auto g = run_script_gate(s.c, s.c.dir, s.program_in(s.worktree),
                                      s.dir + "/script/" + e["id"].get<std::string>() + ".json",
-                                     s.dir + "/evidence/logs/script.log");
+                                     s.dir + "/evidence/logs/script.log", s.candidate_binary);
       e["gates"].push_back(g.to_json());
       if (!g.passed) {
         e["reason"] = "script gate failed: " + g.detail;
@@ -220,11 +222,12 @@ void keep(SessionState& s, json& e, std::unique_ptr<Arm> arm, const Verdict& v) 
   if (s.from_source()) {  // the kept candidate's build is the current engine now
     remove_checkout(s.manifest["workload"].get<std::string>(), s.current_build_dir);
     s.current_build_dir = std::exchange(s.candidate_build_dir, std::string());
+    s.current_binary = std::exchange(s.candidate_binary, std::string());
   }
   // The gain is measured against the session baseline, paired, never projected.
   try {
-    const auto [a, b] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.current, s.current_program_file(),
-                                      1000 + s.kept, e["id"].get<std::string>() + "-vs-baseline");
+    const auto [a, b] = s.timed_pairs(s.baseline_side(), s.current_side(), 1000 + s.kept,
+                                      e["id"].get<std::string>() + "-vs-baseline");
     e["measurements"]["vs_baseline"] = ratio_json(a, b);
   } catch (const std::exception& ex) {  // an arm died: the keep stands, its gain is unmeasured (null)
     s.say(fmt::format("{}: the timing against the baseline failed: {}", e["id"].get<std::string>(), ex.what()));
@@ -242,7 +245,7 @@ void judge_entry(SessionState& s, const Candidate& cand, json e) {
   GateInputs in = s.gate_inputs(s.entries().size() + 1);
   if (s.c.script_timing)
     in.script_timing = [&s, &arm, id = e["id"].get<std::string>()] {
-      return s.timed_pairs(*s.current, s.current_program_file(), *arm, s.program_in(s.worktree), 0, id);
+      return s.timed_pairs(s.current_side(), {*arm, s.program_in(s.worktree), s.candidate_binary}, 0, id);
     };
   const Verdict v = judge(*s.baseline, *s.current, *arm, s.c, in, before);
   for (const auto& g : v.gates) e["gates"].push_back(g.to_json());
@@ -373,7 +376,7 @@ void drive(SessionState& s) {
                                                       {"tokens", s.baseline_quality->tokens}}
                                               : json(nullptr);
   if (!b.contains("self_timing")) {  // A against itself: the noise a difference must exceed
-    const auto [ta, tb] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.baseline, s.baseline_program(), 0, "self");
+    const auto [ta, tb] = s.timed_pairs(s.baseline_side(), s.baseline_side(), 0, "self");
     b["self_timing"] = ratio_json(ta, tb);
     b["self_timing"]["source"] = s.c.script_timing ? "script" : "engine";
     b["tps_median"] = bench::quantile(ta, 0.5);
@@ -381,20 +384,20 @@ void drive(SessionState& s) {
   if (!s.c.script_command.empty() && !b.contains("script")) {
     fs::create_directories(s.dir + "/script");
     const auto g = run_script_gate(s.c, s.c.dir, s.baseline_program(), s.dir + "/script/baseline.json",
-                                   s.dir + "/evidence/logs/script.log");
+                                   s.dir + "/evidence/logs/script.log", s.baseline_binary);
     b["script"] = g.to_json();
     if (!g.passed) loom::fail("the baseline fails the workload script's gate: {}", g.detail);
   }
   s.save_manifest();
   // The current program is the worktree's HEAD (the baseline, or the last kept change).
-  std::string current_binary = s.baseline_binary;
+  s.current_binary = s.baseline_binary;
   if (const std::string head = git(s.worktree, {"rev-parse", "HEAD"}); s.from_source() && head != s.base_commit) {
     const auto b = s.build_tree(head, "current");  // a resumed session's kept changes, built again
     if (!b.ok) loom::fail("the session's current commit does not build: {}", b.detail);
     s.current_build_dir = b.dir;
-    current_binary = b.binary;
+    s.current_binary = b.binary;
   }
-  s.current = s.open(s.program_in(s.worktree), current_binary, "current");
+  s.current = s.open(s.program_in(s.worktree), s.current_binary, "current");
   s.current_quality = s.selection_tokens.empty() ? std::nullopt : std::optional(score_quality(*s.current, s.selection_tokens));
   for (const auto& e : s.entries()) s.kept += e["decision"] == "keep";
   const int budget = s.manifest["options"]["budget"].get<int>();

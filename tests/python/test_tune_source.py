@@ -293,3 +293,26 @@ def test_search_points_are_built_screened_and_resumed_through_process_arms(loom_
     assert m2["pins"]["source_build"] == m["pins"]["source_build"]  # the baseline's pin is the first build's
     assert run_verify(loom_bin, s).startswith("ok:")
     no_build_checkouts_left(wl, s)
+
+
+SCRIPT = """import json, os
+loom = os.environ.get("LOOM_TUNE_LOOM", "")
+# The team's script measures the program with the loom built from its tree, which it is handed.
+ok = loom.endswith("/out/loom") and os.access(loom, os.X_OK) and "/builds/" in loom
+json.dump({"output_throughput": 100.0, "quality_gate": {"passed": ok, "loom": loom}},
+          open(os.environ["LOOM_TUNE_RESULT"], "w"))
+"""
+
+
+def test_the_workload_script_is_handed_the_built_loom(loom_bin, tmp_path):
+    wl = project(loom_bin, tmp_path, script={"command": "python3 check.py", "timing": False})
+    (wl / "check.py").write_text(SCRIPT)
+    git(wl, "add", "-A")
+    git(wl, "commit", "-qm", "the team's workload script")
+    s = session(loom_bin, wl, "--no-search", "--agent", "echo '# a comment' >> engine.py.in")
+    m = json.loads((s / "manifest.json").read_text())
+    assert m["baseline"]["script"]["passed"]
+    assert m["baseline"]["script"]["metrics"]["quality_gate"]["loom"].endswith("/builds/baseline/out/loom")
+    [e] = breakdown(s)["optimizations"]["entries"]
+    g = next(x for x in e["gates"] if x["gate"] == "script")
+    assert g["passed"] and g["metrics"]["quality_gate"]["loom"].endswith("/builds/c001/out/loom"), g
