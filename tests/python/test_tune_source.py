@@ -147,6 +147,17 @@ def test_a_faster_source_change_is_kept_through_process_arms(loom_bin, tmp_path)
     assert run_verify(loom_bin, s).startswith("ok:")
     assert git(wl, "rev-parse", "HEAD") == head and git(s / "worktree", "status", "--porcelain") == ""
     no_build_checkouts_left(wl, s)
+    # Resumed after the keep (as if interrupted before the close): the kept commit's source is
+    # built again for the current arm, and the session closes from there.
+    m = json.loads((s / "manifest.json").read_text())
+    m["state"] = "running"
+    (s / "manifest.json").write_text(json.dumps(m))
+    subprocess.run([str(loom_bin), "tune", "resume", str(s)], check=True, capture_output=True, timeout=300)
+    m2 = json.loads((s / "manifest.json").read_text())
+    assert m2["state"] == "closed" and m2["close_gates_passed"] and m2["entries"][0] == m["entries"][0]
+    assert "generating out/engine.gen" in (s / "evidence" / "logs" / "build-current.log").read_text()
+    assert breakdown(s)["final"]["commit"] == e["commit"]
+    no_build_checkouts_left(wl, s)
 
 
 def run_verify(loom_bin, s):
