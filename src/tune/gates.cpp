@@ -167,15 +167,16 @@ GateResult threads_gate(int declared, int arm_reported, int observed_extra) {
   return g;
 }
 
-GateResult timing_audit_gate(const PairedTiming& t, double min_share) {
+GateResult timing_audit_gate(const PairedTiming& t, double min_share, bool warm) {
   GateResult g{"timing_audit"};
   if (t.b_runs.empty() || t.b_runs.size() != t.b_wall_seconds.size() || t.a_runs.size() != t.a_wall_seconds.size()) {
     g.detail = "no timed runs with the caller's wall time (fails closed)";
     return g;
   }
-  const auto unaccounted = [](const std::vector<Timed>& runs, const std::vector<double>& wall) {
+  const auto unaccounted = [warm](const std::vector<Timed>& runs, const std::vector<double>& wall) {
     std::vector<double> u;
-    for (size_t i = 0; i < runs.size(); ++i) u.push_back(std::max(0.0, wall[i] - runs[i].seconds() - runs[i].untimed_seconds));
+    for (size_t i = 0; i < runs.size(); ++i)
+      u.push_back(std::max(0.0, wall[i] - runs[i].seconds() - (warm ? runs[i].untimed_seconds : 0.0)));
     return bench::quantile(u, 0.5);
   };
   const double wall_b = bench::quantile(t.b_wall_seconds, 0.5);

@@ -143,7 +143,7 @@ Verdict judge(Arm& baseline, Arm& current, Arm& candidate, const Contract& c, co
   v.b_tps = t.b_tps;
   v.candidate_runs = t.b_runs;
   const bool threads_ok = pass(threads_gate(c.threads, candidate.threads(), t.extra_threads));
-  const bool audit_ok = pass(timing_audit_gate(t, c.min_reported_share));
+  const bool audit_ok = pass(timing_audit_gate(t, c.min_reported_share, c.cache_state == "warm"));
   bool timing_ok = false;
   if (in.script_timing) {
     try {
