@@ -30,12 +30,22 @@ GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const s
   const std::string path = s.dir + "/" + name;
   GateResult g{name};
   try {
-    if (fs::exists(path)) git(s.manifest["workload"], {"worktree", "remove", "--force", path});
-    git(s.manifest["workload"], {"worktree", "add", "-q", "--detach", path, commit});
-    auto arm = s.open(s.program_in(path));
+    std::unique_ptr<Arm> arm;
+    if (s.from_source()) {
+      // The source too is built again, with the contract's command, in this fresh checkout.
+      const auto b = build_source(s.c, s.manifest["workload"], commit, path, s.dir + "/evidence/logs/build-" + name + ".log");
+      g.metrics = {{"commit", commit}, {"build", b.to_json()}};
+      if (!b.ok) loom::fail("{}", b.detail);
+      arm = s.open(s.program_in(path), b.binary, name);
+    } else {
+      if (fs::exists(path)) git(s.manifest["workload"], {"worktree", "remove", "--force", path});
+      git(s.manifest["workload"], {"worktree", "add", "-q", "--detach", path, commit});
+      arm = s.open(s.program_in(path));
+    }
     const auto got = reference_outputs(*arm, s);
     g.passed = got.size() == expected.size() && std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0;
-    g.metrics = {{"commit", commit}, {"values", got.size()}};
+    g.metrics["commit"] = commit;
+    g.metrics["values"] = got.size();
     g.detail = g.passed ? what + ": outputs reproduced bit for bit" : what + ": outputs differ";
     if (time_against && g.passed) {
       const auto t = time_pair(*time_against, *arm, s.c, s.gate_inputs(7777), s.c.pairs, process_threads());
@@ -49,10 +59,7 @@ GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const s
   } catch (const std::exception& e) {
     g.detail = what + ": " + e.what();
   }
-  try {
-    git(s.manifest["workload"], {"worktree", "remove", "--force", path});
-  } catch (const std::exception&) {
-  }
+  remove_checkout(s.manifest["workload"], path);
   return g;
 }
 
@@ -76,7 +83,7 @@ bool close_session(SessionState& s) {
 
   json final_timing = nullptr;
   if (s.kept > 0) {
-    const auto [ta, tb] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.current, s.current_program_file(), 9999, "final");
+    const auto [ta, tb] = s.timed_pairs(s.baseline_side(), s.current_side(), 9999, "final");
     const auto r = bench::paired_ratio(ta, tb);
     final_timing = {{"pairs", r.pairs}, {"ratio_median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}},
                     {"tps_median", bench::quantile(tb, 0.5)}, {"source", s.c.script_timing ? "script" : "engine"}};
@@ -90,7 +97,9 @@ bool close_session(SessionState& s) {
   bool all = true;
   for (const auto& g : close) all = all && g.passed;
 
-  // The bundle.
+  // The bundle. Out-of-process arms end first, so that nothing writes to their logs once sealed.
+  s.current.reset();
+  s.baseline.reset();
   const std::string ev = s.dir + "/evidence";
   fs::create_directories(ev);
   const json& pins = s.manifest["pins"];
@@ -111,7 +120,9 @@ bool close_session(SessionState& s) {
                    {"budget", s.manifest["options"]["budget"]}}},
       {"workload", {{"dir", s.manifest["workload"]}, {"program", s.c.program}, {"model_sha256", s.c.gguf_sha256},
                     {"backend", s.c.backend}, {"threads", s.c.threads}, {"contract_sha256", pins["workload"]["contract_sha256"]},
-                    {"cache_state", s.c.cache_state}, {"min_gain", s.c.min_gain}, {"pairs", s.c.pairs}}},
+                    {"cache_state", s.c.cache_state}, {"min_gain", s.c.min_gain}, {"pairs", s.c.pairs},
+                    {"build", s.from_source() ? json{{"command", s.c.build_command}, {"binary", s.c.build_binary}}
+                                              : json(nullptr)}}},
       {"baseline", {{"program_sha256", pins["program"]["sha256"]}, {"tps_median", b["tps_median"]},
                     {"self_timing", b["self_timing"]}, {"selection_quality", b["selection_quality"]},
                     {"heldout_quality", quality_json(held_base)},

@@ -87,6 +87,9 @@ Contract parse_contract(const std::string& text, const std::string& dir, const s
   r.get("seed", c.seed);
   r.get("script.command", c.script_command);
   r.get("script.timing", c.script_timing);
+  r.get("build.command", c.build_command);
+  r.get("build.binary", c.build_binary);
+  r.get("timing.min_reported_share", c.min_reported_share);
 
   if (c.gguf_sha256.size() != 64) loom::fail("{}: model.sha256 must be 64 hex digits", filename);
   if (c.threads < 1) loom::fail("{}: threads must be >= 1 (pinned for both arms), found {}", filename, c.threads);
@@ -100,6 +103,12 @@ Contract parse_contract(const std::string& text, const std::string& dir, const s
     loom::fail("{}: cache_state '{}': expected \"cold\" or \"warm\"", filename, c.cache_state);
   if (c.script_timing && c.script_command.empty())
     loom::fail("{}: script.timing is true but script.command is not set", filename);
+  if (!c.build_command.empty() && c.build_binary.empty())
+    loom::fail("{}: build.command is set but build.binary (where the build leaves loom) is not", filename);
+  if (!c.build_binary.empty() && (c.build_binary[0] == '/' || c.build_binary.find("..") != std::string::npos))
+    loom::fail("{}: build.binary '{}' must be a path inside the checkout (relative, no '..')", filename, c.build_binary);
+  if (!(c.min_reported_share > 0 && c.min_reported_share <= 1))
+    loom::fail("{}: timing.min_reported_share must be in (0, 1], found {}", filename, c.min_reported_share);
   if (c.budget_candidates < 0 || c.screen_pairs < 1) loom::fail("{}: budget must be >= 0 and screen_pairs >= 1", filename);
   return c;
 }
@@ -153,6 +162,14 @@ std::string example_contract(const std::string& gguf, const std::string& sha256,
   // A candidate with no quality signal (no selection texts) is kept only when this is true.
   "allow_unscored": false,
   "seed": 1,
+  // A workload that also holds the engine's source (optional): a candidate may then edit the
+  // source as well as the program. "command" runs through /bin/sh at the top of a fresh
+  // checkout of each tree (the baseline's, every candidate's, the final one at close: a clean
+  // build, nothing kept from an earlier build; CCACHE_* pass through) and must leave an
+  // executable loom at "binary" (relative to that checkout); a failed build reverts the
+  // candidate. Each arm is then that binary, run as a child process with its model loaded.
+  // "build": {{ "command": "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build --target loom",
+  //             "binary": "build/bin/loom" }},
   // A scriptable workload (optional): a command run in each program's checkout with
   // LOOM_TUNE_PROGRAM and LOOM_TUNE_RESULT set, which writes {{"output_throughput": N,
   // "quality_gate": {{"passed": true, ...}}}} to $LOOM_TUNE_RESULT; one more gate, failing closed.

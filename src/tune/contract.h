@@ -32,6 +32,16 @@ struct Contract {
   uint64_t seed = 1;        // fresh inputs are drawn from (seed, session id)
   std::string script_command;  // a scriptable workload's command (tune/script_result.h); empty: none
   bool script_timing = false;  // the timing gate pairs the script's output_throughput (a workload of that kind)
+  // A candidate that edits the engine's source (tune/source_build.h): `build.command` runs
+  // through /bin/sh at the top of a fresh checkout of the tree and must leave an executable
+  // loom at `build.binary` (relative to that checkout); the arms then run that binary out of
+  // process (tune/process_arm.h). Empty command: the arms run in this process (a program-only
+  // workload).
+  std::string build_command, build_binary;
+  // The timing audit: the share of the caller's wall-clock time of a timed run that the arm's
+  // own report (timed region plus the untimed warm prefix) must account for; below it, time is
+  // being hidden outside the timed region (a run that under-reports its own duration).
+  double min_reported_share = 0.75;
 
   std::string path_of(const std::string& rel) const;  // rel against dir unless absolute
 };

@@ -8,20 +8,16 @@
 #include <random>
 
 #include "common/error.h"
+#include "tune/verdict.h"
 
 namespace loom::tune {
 
 using nlohmann::json;
 
-namespace {
-// A quiet NaN with a payload no computation produces: left in place, it means "never written".
-constexpr uint32_t kPoison = 0x7fc0dead;
-}  // namespace
-
 Observation observe(Arm& arm, std::span<const int32_t> tokens) {
   const size_t n = tokens.size() * size_t(arm.vocab());
   Observation o;
-  o.logits.assign(n, std::bit_cast<float>(kPoison));
+  o.logits.assign(n, std::bit_cast<float>(kUnwrittenPoison));
   std::vector<int32_t> given(tokens.begin(), tokens.end());
   arm.logits(given, o.logits);
   o.input_mutated = !std::equal(given.begin(), given.end(), tokens.begin(), tokens.end());
@@ -168,6 +164,31 @@ GateResult threads_gate(int declared, int arm_reported, int observed_extra) {
   g.passed = arm_reported == declared && used <= declared;
   g.metrics = {{"declared", declared}, {"reported", arm_reported}, {"observed", used}};
   g.detail = fmt::format("contract {} thread(s); the arm reports {}, {} observed while timed", declared, arm_reported, used);
+  return g;
+}
+
+GateResult timing_audit_gate(const PairedTiming& t, double min_share, bool warm) {
+  GateResult g{"timing_audit"};
+  if (t.b_runs.empty() || t.b_runs.size() != t.b_wall_seconds.size() || t.a_runs.size() != t.a_wall_seconds.size()) {
+    g.detail = "no timed runs with the caller's wall time (fails closed)";
+    return g;
+  }
+  const auto unaccounted = [warm](const std::vector<Timed>& runs, const std::vector<double>& wall) {
+    std::vector<double> u;
+    for (size_t i = 0; i < runs.size(); ++i)
+      u.push_back(std::max(0.0, wall[i] - runs[i].seconds() - (warm ? runs[i].untimed_seconds : 0.0)));
+    return bench::quantile(u, 0.5);
+  };
+  const double wall_b = bench::quantile(t.b_wall_seconds, 0.5);
+  const double overhead = t.a_runs.empty() ? 0.0 : unaccounted(t.a_runs, t.a_wall_seconds);
+  const double hidden = std::max(0.0, unaccounted(t.b_runs, t.b_wall_seconds) - overhead);
+  const double share = wall_b > 0 ? 1 - hidden / wall_b : 0.0;
+  g.passed = share >= min_share;
+  g.metrics = {{"runs", t.b_runs.size()}, {"wall_ms_median", wall_b * 1e3}, {"call_overhead_ms_median", overhead * 1e3},
+               {"unaccounted_ms_median", hidden * 1e3}, {"reported_share", share}, {"min_share", min_share}};
+  g.detail = fmt::format("the arm's own account covers {:.3f} of the wall time the caller measured (beyond the {:.3f} ms a "
+                         "call of the current arm costs); needs {:.2f}{}",
+                         share, overhead * 1e3, min_share, g.passed ? "" : ": time hidden outside its timed region");
   return g;
 }
 

@@ -22,6 +22,10 @@ struct GateResult {
   nlohmann::json to_json() const { return {{"gate", name}, {"passed", passed}, {"detail", detail}, {"metrics", metrics}}; }
 };
 
+// A quiet NaN with a payload no computation produces: left in an output buffer, it means "never
+// written". observe() fills the caller's buffer with it; a child arm fills its own the same way.
+inline constexpr uint32_t kUnwrittenPoison = 0x7fc0dead;
+
 // One call of Arm::logits under guard: the output buffer is filled with a NaN poison first and
 // the input handed over in a buffer the gate checks afterwards.
 struct Observation {
@@ -62,6 +66,15 @@ GateResult timing_gate(const std::vector<double>& a, const std::vector<double>& 
 // Threads: the candidate may run on at most `declared` threads (the caller thread included);
 // `observed_extra` is the most OS threads seen beyond those alive before its arm opened.
 GateResult threads_gate(int declared, int arm_reported, int observed_extra);
+// Timing audit: each timed run's own account (its timed region, plus the untimed prefix when
+// `warm`: a cold run has nothing legitimate outside its timed region) against the wall time the
+// caller measured around the call. The current arm (A) of the same pairs
+// shows what calling costs beyond the account (an out-of-process arm's round trip); what the
+// candidate (B) leaves unaccounted beyond that, as a share of its wall time (medians), may be
+// at most 1 - `min_share`. A run that reports less than it took (work deferred or hidden
+// outside its timed region, a child process that under-reports) fails; no runs fail closed.
+struct PairedTiming;
+GateResult timing_audit_gate(const PairedTiming& t, double min_share, bool warm);
 // SLOs on the candidate's timed runs: median TTFT and TPOT against the contract (none: pass).
 GateResult slo_gate(const Contract& c, const std::vector<Timed>& runs);
 

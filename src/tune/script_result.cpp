@@ -52,9 +52,10 @@ GateResult script_result_gate(int exit_status, const std::string& result_text) {
 }
 
 GateResult run_script_gate(const Contract& c, const std::string& cwd, const std::string& program,
-                           const std::string& result_path, const std::string& log) {
+                           const std::string& result_path, const std::string& log, const std::string& loom) {
   std::filesystem::remove(result_path);
-  const int rc = run_shell("LOOM_TUNE_PROGRAM='" + program + "' LOOM_TUNE_RESULT='" + result_path + "' " +
+  const std::string built = loom.empty() ? "" : "LOOM_TUNE_LOOM='" + loom + "' ";
+  const int rc = run_shell(built + "LOOM_TUNE_PROGRAM='" + program + "' LOOM_TUNE_RESULT='" + result_path + "' " +
                                c.script_command,
                            cwd, log);
   std::string text;
@@ -64,10 +65,11 @@ GateResult run_script_gate(const Contract& c, const std::string& cwd, const std:
 
 ScriptPairs script_pairs(const Contract& c, const std::string& cwd, const std::string& a_program,
                          const std::string& b_program, const std::string& result_dir, const std::string& log,
-                         int pairs) {
+                         int pairs, const std::string& a_loom, const std::string& b_loom) {
   std::filesystem::create_directories(result_dir);
   const auto one = [&](const std::string& program, const char* arm, int round) {
-    const auto g = run_script_gate(c, cwd, program, fmt::format("{}/{}-{}.json", result_dir, arm, round), log);
+    const auto g = run_script_gate(c, cwd, program, fmt::format("{}/{}-{}.json", result_dir, arm, round), log,
+                                   std::string(arm) == "current" ? a_loom : b_loom);
     if (!g.passed) loom::fail("script timing, {} run of round {}: {}", arm, round, g.detail);
     return g.metrics["output_throughput"].get<double>();
   };

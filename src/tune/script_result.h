@@ -18,8 +18,10 @@ GateResult script_result_gate(int exit_status, const std::string& result_text);
 
 // Runs the contract's script in `cwd` with LOOM_TUNE_PROGRAM (the program to measure) and
 // LOOM_TUNE_RESULT (where to write the result, outside any worktree) set; output to `log`.
+// `loom`: the loom binary built from the program's source tree (a workload with a `build`
+// section), handed over as LOOM_TUNE_LOOM; empty: not set.
 GateResult run_script_gate(const Contract& c, const std::string& cwd, const std::string& program,
-                           const std::string& result_path, const std::string& log);
+                           const std::string& result_path, const std::string& log, const std::string& loom = {});
 
 // A script-timed workload's pairs: `warmup` + `pairs` rounds, each running the script on
 // `a_program` then `b_program`; a round's rate is its output_throughput. Any run whose gate
@@ -30,6 +32,6 @@ struct ScriptPairs {
 };
 ScriptPairs script_pairs(const Contract& c, const std::string& cwd, const std::string& a_program,
                          const std::string& b_program, const std::string& result_dir, const std::string& log,
-                         int pairs);
+                         int pairs, const std::string& a_loom = {}, const std::string& b_loom = {});
 
 }  // namespace loom::tune

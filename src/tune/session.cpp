@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include "common/error.h"
 #include "tune/candidate.h"
@@ -31,6 +32,16 @@ ArmSpec SessionState::spec(const std::string& program) const {
   return a;
 }
 
+std::unique_ptr<Arm> SessionState::open(const std::string& program, const std::string& binary, const std::string& tag) const {
+  if (binary.empty()) return open_engine_arm(spec(program));
+  return open_process_arm(spec(program), binary, dir + "/evidence/logs/arm-" + tag + ".log");
+}
+
+SourceBuild SessionState::build_tree(const std::string& commit, const std::string& tag) const {
+  return build_source(c, manifest["workload"].get<std::string>(), commit, dir + "/builds/" + tag,
+                      dir + "/evidence/logs/build-" + tag + ".log");
+}
+
 GateInputs SessionState::gate_inputs(uint64_t salt) const {
   GateInputs in;
   for (const auto& t : timing_tokens) in.timing_lengths.push_back(int(t.size()));
@@ -41,14 +52,14 @@ GateInputs SessionState::gate_inputs(uint64_t salt) const {
   return in;
 }
 
-std::pair<std::vector<double>, std::vector<double>> SessionState::timed_pairs(Arm& a, const std::string& a_program, Arm& b,
-                                                                             const std::string& b_program, uint64_t salt,
+std::pair<std::vector<double>, std::vector<double>> SessionState::timed_pairs(const Side& a, const Side& b, uint64_t salt,
                                                                              const std::string& tag) {
   if (c.script_timing) {
-    auto p = script_pairs(c, c.dir, a_program, b_program, dir + "/script/" + tag, dir + "/evidence/logs/script.log", c.pairs);
+    auto p = script_pairs(c, c.dir, a.program, b.program, dir + "/script/" + tag, dir + "/evidence/logs/script.log",
+                          c.pairs, a.loom, b.loom);
     return {std::move(p.a), std::move(p.b)};
   }
-  auto t = time_pair(a, b, c, gate_inputs(salt), c.pairs, process_threads());
+  auto t = time_pair(a.arm, b.arm, c, gate_inputs(salt), c.pairs, process_threads());
   return {std::move(t.a_tps), std::move(t.b_tps)};
 }
 
@@ -88,7 +99,12 @@ std::string digest_of(const std::vector<float>& v) {
 
 void revert(SessionState& s) {
   git(s.worktree, {"reset", "-q", "--hard", "HEAD"});
-  git(s.worktree, {"clean", "-fdq"});
+  // A source workload's ignored files (build outputs an agent made in the worktree) go too: the
+  // next candidate starts from the commit alone.
+  git(s.worktree, {"clean", s.from_source() ? "-fdxq" : "-fdq"});
+  remove_checkout(s.manifest["workload"].get<std::string>(), s.candidate_build_dir);
+  s.candidate_build_dir.clear();
+  s.candidate_binary.clear();
 }
 
 json ratio_json(const std::vector<double>& a, const std::vector<double>& b) {
@@ -145,13 +161,34 @@ std::unique_ptr<Arm> build(SessionState& s, const Candidate& cand, json& e, int&
       return nullptr;
     }
     threads_before = process_threads();
-    auto arm = s.open(s.program_in(s.worktree));
-    e["gates"].push_back(GateResult{"build", true, "checked against backend " + s.c.backend + "'s keys and compiled"}.to_json());
+    std::unique_ptr<Arm> arm;
+    if (s.from_source()) {
+      // The candidate's tree (source and program) built in a fresh checkout of its own, and
+      // its arm that build's binary in a child process.
+      const std::string id = e["id"];
+      const auto b = s.build_tree(snapshot_commit(s.worktree, s.dir + "/builds/scratch.index"), id);
+      s.candidate_build_dir = b.dir;
+      s.candidate_binary = b.binary;
+      if (!b.ok) {
+        e["gates"].push_back(GateResult{"build", false, b.detail, b.to_json()}.to_json());
+        e["reason"] = "build failed";
+        return nullptr;
+      }
+      arm = s.open(s.program_in(b.dir), b.binary, id);
+      e["gates"].push_back(GateResult{"build", true,
+                                      b.detail + "; the program checked against backend " + s.c.backend +
+                                          "'s keys and compiled by it (an arm in a child process)",
+                                      b.to_json()}
+                               .to_json());
+    } else {
+      arm = s.open(s.program_in(s.worktree));
+      e["gates"].push_back(GateResult{"build", true, "checked against backend " + s.c.backend + "'s keys and compiled"}.to_json());
+    }
     if (!s.c.script_command.empty()) {
       // Run from the original checkout: the script is the base commit's, whatever the candidate edited.
       const auto g = run_script_gate(s.c, s.c.dir, s.program_in(s.worktree),
                                      s.dir + "/script/" + e["id"].get<std::string>() + ".json",
-                                     s.dir + "/evidence/logs/script.log");
+                                     s.dir + "/evidence/logs/script.log", s.candidate_binary);
       e["gates"].push_back(g.to_json());
       if (!g.passed) {
         e["reason"] = "script gate failed: " + g.detail;
@@ -182,10 +219,19 @@ void keep(SessionState& s, json& e, std::unique_ptr<Arm> arm, const Verdict& v) 
   ++s.kept;
   s.current = std::move(arm);
   s.current_quality = v.quality;
+  if (s.from_source()) {  // the kept candidate's build is the current engine now
+    remove_checkout(s.manifest["workload"].get<std::string>(), s.current_build_dir);
+    s.current_build_dir = std::exchange(s.candidate_build_dir, std::string());
+    s.current_binary = std::exchange(s.candidate_binary, std::string());
+  }
   // The gain is measured against the session baseline, paired, never projected.
-  const auto [a, b] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.current, s.current_program_file(),
-                                    1000 + s.kept, e["id"].get<std::string>() + "-vs-baseline");
-  e["measurements"]["vs_baseline"] = ratio_json(a, b);
+  try {
+    const auto [a, b] = s.timed_pairs(s.baseline_side(), s.current_side(), 1000 + s.kept,
+                                      e["id"].get<std::string>() + "-vs-baseline");
+    e["measurements"]["vs_baseline"] = ratio_json(a, b);
+  } catch (const std::exception& ex) {  // an arm died: the keep stands, its gain is unmeasured (null)
+    s.say(fmt::format("{}: the timing against the baseline failed: {}", e["id"].get<std::string>(), ex.what()));
+  }
 }
 
 void judge_entry(SessionState& s, const Candidate& cand, json e) {
@@ -199,7 +245,7 @@ void judge_entry(SessionState& s, const Candidate& cand, json e) {
   GateInputs in = s.gate_inputs(s.entries().size() + 1);
   if (s.c.script_timing)
     in.script_timing = [&s, &arm, id = e["id"].get<std::string>()] {
-      return s.timed_pairs(*s.current, s.current_program_file(), *arm, s.program_in(s.worktree), 0, id);
+      return s.timed_pairs(s.current_side(), {*arm, s.program_in(s.worktree), s.candidate_binary}, 0, id);
     };
   const Verdict v = judge(*s.baseline, *s.current, *arm, s.c, in, before);
   for (const auto& g : v.gates) e["gates"].push_back(g.to_json());
@@ -216,6 +262,7 @@ void judge_entry(SessionState& s, const Candidate& cand, json e) {
     e["reason"] = "every gate passed";
     keep(s, e, std::move(arm), v);
   } else {
+    arm.reset();  // its child process (a source build) ends before its checkout goes
     revert(s);
   }
   const json& vb = v.keep ? e["measurements"]["vs_baseline"] : (at_baseline ? e["measurements"]["timing"] : json());
@@ -246,8 +293,19 @@ void run_search(SessionState& s, int budget) {
       record(s, std::move(e));
       continue;
     }
-    const auto t = time_pair(*s.current, *arm, s.c, s.gate_inputs(5000 + s.entries().size()), s.c.screen_pairs, before);
+    PairedTiming t;
+    try {
+      t = time_pair(*s.current, *arm, s.c, s.gate_inputs(5000 + s.entries().size()), s.c.screen_pairs, before);
+    } catch (const std::exception& ex) {
+      e["gates"].push_back(GateResult{"screen", false, std::string("the screening runs failed: ") + ex.what()}.to_json());
+      e["reason"] = "screening failed";
+      arm.reset();
+      revert(s);
+      record(s, std::move(e));
+      continue;
+    }
     const double median = bench::paired_ratio(t.a_tps, t.b_tps).median;
+    arm.reset();
     revert(s);
     s.say(fmt::format("screened {}: speed ratio median {:.4f} over {} pairs", cand.description, median, s.c.screen_pairs));
     s.manifest["screen"][cand.description] = ratio_json(t.a_tps, t.b_tps);
@@ -278,11 +336,28 @@ void run_search(SessionState& s, int budget) {
   }
 }
 
+// The baseline's engine built from the base commit's source, once, in a fresh checkout; the
+// command, its exit status and the binary's SHA-256 go into the pin ledger.
+void open_source_baseline(SessionState& s) {
+  const auto b = s.build_tree(s.base_commit, "baseline");
+  if (!b.ok) loom::fail("the baseline's source does not build: {}", b.detail);
+  s.baseline_binary = b.binary;
+  s.baseline_build_dir = b.dir;
+  auto& pins = s.manifest["pins"];
+  if (pins.contains("source_build") && pins["source_build"]["baseline"]["binary_sha256"] != b.binary_sha256)
+    s.say("the baseline binary's sha256 differs from the one pinned at the start (the build is not bit-reproducible;"
+          " the baseline's reference outputs decide whether the session goes on)");
+  if (!pins.contains("source_build"))
+    pins["source_build"] = {{"command", s.c.build_command}, {"binary", s.c.build_binary}, {"baseline", b.to_json()}};
+  s.say("baseline built from source: " + b.detail);
+}
+
 void drive(SessionState& s) {
   s.timing_tokens = tokenize_for(s.spec(s.baseline_program()), s.c.timing_prompts, 1);
   s.selection_tokens = s.c.selection.empty() ? std::vector<std::vector<int32_t>>{}
                                              : tokenize_for(s.spec(s.baseline_program()), s.c.selection, 2);
-  s.baseline = s.open(s.baseline_program());
+  if (s.from_source()) open_source_baseline(s);
+  s.baseline = s.open(s.baseline_program(), s.baseline_binary, "baseline");
   // The threads gate holds every candidate to the contract's count: a contract the baseline
   // itself does not meet (CUDA runs one host thread) would fail every candidate; say so now.
   if (s.baseline->threads() != s.c.threads)
@@ -301,7 +376,7 @@ void drive(SessionState& s) {
                                                       {"tokens", s.baseline_quality->tokens}}
                                               : json(nullptr);
   if (!b.contains("self_timing")) {  // A against itself: the noise a difference must exceed
-    const auto [ta, tb] = s.timed_pairs(*s.baseline, s.baseline_program(), *s.baseline, s.baseline_program(), 0, "self");
+    const auto [ta, tb] = s.timed_pairs(s.baseline_side(), s.baseline_side(), 0, "self");
     b["self_timing"] = ratio_json(ta, tb);
     b["self_timing"]["source"] = s.c.script_timing ? "script" : "engine";
     b["tps_median"] = bench::quantile(ta, 0.5);
@@ -309,13 +384,20 @@ void drive(SessionState& s) {
   if (!s.c.script_command.empty() && !b.contains("script")) {
     fs::create_directories(s.dir + "/script");
     const auto g = run_script_gate(s.c, s.c.dir, s.baseline_program(), s.dir + "/script/baseline.json",
-                                   s.dir + "/evidence/logs/script.log");
+                                   s.dir + "/evidence/logs/script.log", s.baseline_binary);
     b["script"] = g.to_json();
     if (!g.passed) loom::fail("the baseline fails the workload script's gate: {}", g.detail);
   }
   s.save_manifest();
   // The current program is the worktree's HEAD (the baseline, or the last kept change).
-  s.current = s.open(s.program_in(s.worktree));
+  s.current_binary = s.baseline_binary;
+  if (const std::string head = git(s.worktree, {"rev-parse", "HEAD"}); s.from_source() && head != s.base_commit) {
+    const auto b = s.build_tree(head, "current");  // a resumed session's kept changes, built again
+    if (!b.ok) loom::fail("the session's current commit does not build: {}", b.detail);
+    s.current_build_dir = b.dir;
+    s.current_binary = b.binary;
+  }
+  s.current = s.open(s.program_in(s.worktree), s.current_binary, "current");
   s.current_quality = s.selection_tokens.empty() ? std::nullopt : std::optional(score_quality(*s.current, s.selection_tokens));
   for (const auto& e : s.entries()) s.kept += e["decision"] == "keep";
   const int budget = s.manifest["options"]["budget"].get<int>();
@@ -329,6 +411,11 @@ void drive(SessionState& s) {
   s.manifest["state"] = "closing";
   s.save_manifest();
   const bool ok = close_session(s);
+  // The arms' child processes end before their checkouts go.
+  s.current.reset();
+  s.baseline.reset();
+  for (const auto* d : {&s.current_build_dir, &s.baseline_build_dir})
+    remove_checkout(s.manifest["workload"].get<std::string>(), *d);
   s.manifest["state"] = "closed";
   s.manifest["close_gates_passed"] = ok;
   s.save_manifest();
@@ -414,6 +501,9 @@ std::string resume_session(const std::string& session_dir, const BuildIdentity& 
   open_log(s);
   s.say("resuming session " + s.id + fmt::format(" ({} candidates decided)", s.entries().size()));
   revert(s);  // whatever an interrupted candidate left is not a decision
+  if (fs::is_directory(s.dir + "/builds"))  // nor the checkouts its builds were in
+    for (const auto& d : fs::directory_iterator(s.dir + "/builds"))
+      if (d.is_directory()) remove_checkout(s.manifest["workload"].get<std::string>(), d.path().string());
   s.manifest["state"] = "running";
   drive(s);
   return s.dir;

@@ -20,12 +20,18 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
   PairedTiming out;
   std::atomic<bool> stop{false};
   std::atomic<int> seen{0}, in_b{0};
-  // Samples the process's threads while B runs: a candidate that starts workers behind the
-  // contract's back shows them here even when it joins them before returning.
+  // An arm in a process of its own is counted there (its main thread and whatever it starts);
+  // an in-process arm by this process's threads beyond those alive before it opened.
+  const bool own_process = b.own_threads().has_value();
+  const auto threads_now = [&] { return own_process ? b.own_threads().value_or(0) : process_threads(); };
+  // Samples the threads while B runs: a candidate that starts workers behind the contract's
+  // back shows them here even when it joins them before returning. Another process's /proc
+  // entries are sampled every 2 ms, not 200 us: at 200 us the reads slowed the child they
+  // watched (a baseline timed against itself read 0.85-0.92 on a busy 2-core host; ~1.0 at 2 ms).
   std::thread watcher([&] {
     while (!stop.load()) {
-      if (in_b.load()) seen = std::max(seen.load(), process_threads());
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (in_b.load()) seen = std::max(seen.load(), threads_now());
+      std::this_thread::sleep_for(std::chrono::microseconds(own_process ? 2000 : 200));
     }
   });
   const auto input = [&](int round) {
@@ -36,14 +42,30 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
   const auto rate = [](const Timed& t) { return (t.prompt_tokens + t.generated_tokens) / t.seconds(); };
   try {
     const auto run = bench::run_paired(
-        c.warmup, pairs, [&](int r, bool) { return rate(a.timed_run(input(r), c.generate_tokens, warm_cache)); },
+        c.warmup, pairs,
         [&](int r, bool warm) {
+          const auto prompt = input(r);
+          const auto called = std::chrono::steady_clock::now();
+          const Timed t = a.timed_run(prompt, c.generate_tokens, warm_cache);
+          if (!warm) {
+            out.a_runs.push_back(t);
+            out.a_wall_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count());
+          }
+          return rate(t);
+        },
+        [&](int r, bool warm) {
+          const auto prompt = input(r);
           in_b = 1;
-          const Timed t = b.timed_run(input(r), c.generate_tokens, warm_cache);
+          const auto called = std::chrono::steady_clock::now();
+          const Timed t = b.timed_run(prompt, c.generate_tokens, warm_cache);
+          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count();
           in_b = 0;
           // Persistent workers are visible at any time, however short the run was.
-          seen = std::max(seen.load(), process_threads());
-          if (!warm) out.b_runs.push_back(t);
+          seen = std::max(seen.load(), threads_now());
+          if (!warm) {
+            out.b_runs.push_back(t);
+            out.b_wall_seconds.push_back(wall);
+          }
           return rate(t);
         });
     out.a_tps = run.a;
@@ -55,7 +77,8 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
   }
   stop = true;
   watcher.join();
-  out.extra_threads = std::max(0, seen.load() - 1 /*the watcher*/ - threads_before);
+  out.extra_threads = own_process ? std::max(0, seen.load() - 1 /*its main thread*/)
+                                  : std::max(0, seen.load() - 1 /*the watcher*/ - threads_before);
   return out;
 }
 
@@ -65,8 +88,17 @@ Verdict judge(Arm& baseline, Arm& current, Arm& candidate, const Contract& c, co
     v.gates.push_back(std::move(g));
     return v.gates.back().passed;
   };
+  // An arm that throws (a child process that died, an engine error) fails the gate it was
+  // measuring for, with its error; the session goes on to the next candidate.
+  const auto guarded = [&](const char* name, const std::string& who, auto&& gate) {
+    try {
+      return pass(gate());
+    } catch (const std::exception& e) {
+      return pass({name, false, who + " failed to run: " + e.what()});
+    }
+  };
   const auto finish = [&]() {
-    for (const char* name : {"structural", "repeat_input", "numerical", "quality", "threads", "timing", "slo"}) {
+    for (const char* name : {"structural", "repeat_input", "numerical", "quality", "threads", "timing_audit", "timing", "slo"}) {
       bool seen = false;
       for (const auto& g : v.gates) seen = seen || g.name == name;
       if (!seen) v.gates.push_back({name, false, "not run: an earlier gate failed", json::object()});
@@ -88,17 +120,30 @@ Verdict judge(Arm& baseline, Arm& current, Arm& candidate, const Contract& c, co
   }
   if (!pass(structural_gate(cand))) return finish();
   if (!pass(repeat_input_gate(cand[0], cand[1], cand[2]))) return finish();
-  base.push_back(observe(baseline, fresh[0]));
-  base.push_back(observe(baseline, fresh[1]));
-  if (!pass(numerical_gate(base, {cand[0], cand[1]}, c.rtol, c.atol))) return finish();
-  if (!in.selection.empty()) v.quality = score_quality(candidate, in.selection);
-  v.unscored = !v.quality;
-  if (!pass(quality_gate(in.baseline_quality, v.quality, c.quality_drop, c.allow_unscored))) return finish();
-  const auto t = time_pair(current, candidate, c, in, c.pairs, threads_before);
+  if (!guarded("numerical", "the baseline", [&] {
+        base.push_back(observe(baseline, fresh[0]));
+        base.push_back(observe(baseline, fresh[1]));
+        return numerical_gate(base, {cand[0], cand[1]}, c.rtol, c.atol);
+      }))
+    return finish();
+  if (!guarded("quality", "the candidate", [&] {
+        if (!in.selection.empty()) v.quality = score_quality(candidate, in.selection);
+        v.unscored = !v.quality;
+        return quality_gate(in.baseline_quality, v.quality, c.quality_drop, c.allow_unscored);
+      }))
+    return finish();
+  PairedTiming t;
+  try {
+    t = time_pair(current, candidate, c, in, c.pairs, threads_before);
+  } catch (const std::exception& e) {
+    pass({"timing", false, std::string("the timed runs (current program, then candidate) failed: ") + e.what()});
+    return finish();
+  }
   v.a_tps = t.a_tps;
   v.b_tps = t.b_tps;
   v.candidate_runs = t.b_runs;
   const bool threads_ok = pass(threads_gate(c.threads, candidate.threads(), t.extra_threads));
+  const bool audit_ok = pass(timing_audit_gate(t, c.min_reported_share, c.cache_state == "warm"));
   bool timing_ok = false;
   if (in.script_timing) {
     try {
@@ -114,7 +159,7 @@ Verdict judge(Arm& baseline, Arm& current, Arm& candidate, const Contract& c, co
     timing_ok = pass(timing_gate(t.a_tps, t.b_tps, c.min_gain, 10));
   }
   const bool slo_ok = pass(slo_gate(c, t.b_runs));
-  v.keep = threads_ok && timing_ok && slo_ok;
+  v.keep = threads_ok && audit_ok && timing_ok && slo_ok;
   return v;
 }
 

@@ -1,6 +1,6 @@
 // Running every gate on one candidate, in order of
 // cost (build, structural, repeat-input, numerical, quality, then timing with its thread
-// count and SLOs); the first failure decides, and the gates after it are recorded as not run.
+// count, its audit and SLOs); the first failure decides, and the gates after it are recorded as not run.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <functional>
@@ -38,7 +38,8 @@ struct Verdict {
 // `extra_threads` gets the most OS threads seen beyond `threads_before` while B ran.
 struct PairedTiming {
   std::vector<double> a_tps, b_tps;
-  std::vector<Timed> b_runs;
+  std::vector<Timed> a_runs, b_runs;   // the timed pairs' runs (warm-up excluded)
+  std::vector<double> a_wall_seconds, b_wall_seconds;  // each run as this caller's clock saw the call
   int extra_threads = 0;
 };
 PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, int pairs, int threads_before);

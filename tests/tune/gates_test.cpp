@@ -128,6 +128,25 @@ struct SpawningArm : Wrapped {
   }
 };
 
+// Under-reports its time: says each timed run took half of what it did (work hidden outside
+// the timed region, as a child process that lies about its timings does).
+struct HalfTimeArm : Wrapped {
+  using Wrapped::Wrapped;
+  Timed timed_run(std::span<const int32_t> p, int g, bool w) override {
+    Timed t = in_->timed_run(p, g, w);
+    t.prefill_seconds /= 2;
+    t.decode_seconds /= 2;
+    t.untimed_seconds /= 2;
+    return t;
+  }
+};
+
+// Dies in its timed runs (an arm whose process crashed): the gate it was measuring for fails.
+struct DyingArm : Wrapped {
+  using Wrapped::Wrapped;
+  Timed timed_run(std::span<const int32_t>, int, bool) override { throw std::runtime_error("arm process died (signal 9)"); }
+};
+
 std::vector<Observation> xyx(Arm& arm, uint64_t seed) {
   const auto in = fresh_inputs(seed, 2, 12, arm.vocab());
   return {observe(arm, in[0]), observe(arm, in[1]), observe(arm, in[0])};
@@ -270,6 +289,68 @@ TEST(TuneGates, CheatsAreRevertedByJudge) {
       failed = failed || !g.passed;
     }
     EXPECT_TRUE(failed);
+  }
+}
+
+TEST(TuneGates, UnderReportedTimeFailsTheTimingAudit) {
+  auto base = honest();
+  auto c = contract();
+  c.generate_tokens = 16;  // runs long enough that the caller's clock resolves them well
+  HalfTimeArm liar(honest());
+  const auto t = time_pair(*base, liar, c, inputs(), c.pairs, process_threads());
+  const auto g = timing_audit_gate(t, c.min_reported_share, false);
+  EXPECT_FALSE(g.passed) << g.detail;
+  EXPECT_LT(g.metrics["reported_share"].get<double>(), 0.75);
+  // Its rate looks about twice as fast: without the audit, the timing gate would keep it.
+  EXPECT_TRUE(timing_gate(t.a_tps, t.b_tps, 0.3, 10).passed);
+  const auto v = judge(*base, *base, liar, c, inputs(), process_threads());
+  EXPECT_FALSE(v.keep);
+  // The honest arm's account covers its calls.
+  auto ok = honest();
+  const auto th = time_pair(*base, *ok, c, inputs(), c.pairs, process_threads());
+  const auto gh = timing_audit_gate(th, c.min_reported_share, false);
+  EXPECT_TRUE(gh.passed) << gh.detail;
+  EXPECT_FALSE(timing_audit_gate(PairedTiming{}, 0.75, false).passed);  // nothing measured: fails closed
+}
+
+// Moves half of each cold run's time into its "untimed" share: a cold run has no untimed
+// prefix to hide it in, so the audit does not credit it.
+TEST(TuneGates, ColdRunsGetNoCreditForUntimedTime) {
+  struct Shifter : Wrapped {
+    using Wrapped::Wrapped;
+    Timed timed_run(std::span<const int32_t> p, int g, bool w) override {
+      Timed t = in_->timed_run(p, g, w);
+      t.untimed_seconds += (t.prefill_seconds + t.decode_seconds) / 2;
+      t.prefill_seconds /= 2;
+      t.decode_seconds /= 2;
+      return t;
+    }
+  };
+  auto base = honest();
+  auto c = contract();
+  c.generate_tokens = 16;
+  Shifter cheat(honest());
+  const auto t = time_pair(*base, cheat, c, inputs(), c.pairs, process_threads());
+  EXPECT_FALSE(timing_audit_gate(t, c.min_reported_share, false).passed);
+  // Warm, the prefix is its own report: such a shift is not seen (docs/tune.md, "Not done yet").
+  EXPECT_TRUE(timing_audit_gate(t, c.min_reported_share, true).passed);
+}
+
+TEST(TuneGates, AnArmThatDiesFailsItsGateAndJudgeReturns) {
+  auto base = honest();
+  DyingArm dying(honest());
+  auto c = contract();
+  c.allow_unscored = true;  // no selection set here: the quality gate lets it through to the timed runs
+  const auto v = judge(*base, *base, dying, c, inputs(), process_threads());
+  EXPECT_FALSE(v.keep);
+  const auto timing = std::find_if(v.gates.begin(), v.gates.end(), [](const GateResult& g) { return g.name == "timing"; });
+  ASSERT_NE(timing, v.gates.end());
+  EXPECT_FALSE(timing->passed);
+  EXPECT_NE(timing->detail.find("signal 9"), std::string::npos) << timing->detail;
+  for (const char* later : {"threads", "timing_audit", "slo"}) {
+    const auto g = std::find_if(v.gates.begin(), v.gates.end(), [&](const GateResult& x) { return x.name == later; });
+    ASSERT_NE(g, v.gates.end()) << later;
+    EXPECT_FALSE(g->passed) << later;  // recorded as not run, never as passed
   }
 }
 
