@@ -10,6 +10,9 @@ namespace loom::synth {
 class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : s_(seed) {}
+  // The generator after `n` calls of next() from `seed`: its state only counts (a stream can be
+  // cut into parts generated on several threads, with the same numbers).
+  static SplitMix64 at(uint64_t seed, uint64_t n) { return SplitMix64(seed + n * 0x9e3779b97f4a7c15ull); }
   uint64_t next() {
     uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -26,6 +29,8 @@ class SplitMix64 {
 class Normal {
  public:
   explicit Normal(uint64_t seed) : r_(seed) {}
+  // The stream from its value `index` on (even: values come in pairs, two uniforms a pair).
+  static Normal at(uint64_t seed, uint64_t index) { return Normal(SplitMix64::at(seed, index)); }
   double next() {
     if (has_spare_) {
       has_spare_ = false;
@@ -39,6 +44,7 @@ class Normal {
   }
 
  private:
+  explicit Normal(SplitMix64 r) : r_(r) {}
   SplitMix64 r_;
   double spare_ = 0;
   bool has_spare_ = false;

@@ -131,24 +131,28 @@ TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
   }
 }
 
-
 // q, k, v of three types in one launch (one with a residual), then gate and up with each
-// gated epilogue, which also writes its output's q8_1 form; rows 1, 3 and 11 (two passes of
-// at most 8).
-TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
-  std::mt19937_64 rng(fresh_seed());
-  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
-  const int64_t K = 512;
+// gated epilogue, which also writes its output's q8_1 form.
+std::vector<Weight> parts_weights(std::mt19937_64& rng, int64_t K) {
   std::vector<Weight> w;
   w.push_back(random_weight(rng, TensorType::Q4_K, 67, K));
   w.push_back(random_weight(rng, TensorType::Q6_K, 33, K));
   w.push_back(random_weight(rng, TensorType::Q5_0, 64, K));
   w.push_back(random_weight(rng, TensorType::Q8_0, 64, K));
-  for (int64_t rows : {1, 3, 11}) {
+  return w;
+}
+
+// The checks of both tests below, for each row count; tensor_cores: through the MMA path
+// (matmul_mma.cu, every row count at or above its min_rows of 4), else the warp-per-row kernel.
+void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, int64_t K,
+                           std::initializer_list<int64_t> row_counts, bool tensor_cores) {
+  for (int64_t rows : row_counts) {
     SCOPED_TRACE(::testing::Message() << "rows " << rows);
     const auto x = random_floats(rng, size_t(rows * K));
     auto dx = DeviceBuffer::of(x);
     DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * 8);
+    DeviceBuffer scratch(tensor_cores ? mma_scratch_bytes(rows, K) : 0);
+    const MmaPath mma = tensor_cores ? MmaPath{scratch.get(), scratch.bytes(), 4} : MmaPath{};
     quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
     const auto xq = quantize_ref(x, K, rows, K).dequantized();
     // Store, part 1 with a residual.
@@ -161,7 +165,8 @@ TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
       parts.push_back({w[i].type, w[i].packed.get<uint8_t>(), w[i].row_bytes, w[i].N, ys[i].get<float>(), w[i].N});
     parts[1].residual = dres.get<float>();
     parts[1].ld_residual = w[1].N;
-    matmul_q8_parts(parts.data(), 3, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr);
+    matmul_q8_parts(parts.data(), 3, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr, {},
+                    mma);
     sync();
     for (int i = 0; i < 3; ++i) {
       const auto y = ys[i].to_host<float>();
@@ -183,7 +188,7 @@ TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
       const MatmulPart gu[2] = {{w[2].type, w[2].packed.get<uint8_t>(), w[2].row_bytes, N, dy.get<float>(), N},
                                 {w[3].type, w[3].packed.get<uint8_t>(), w[3].row_bytes, N, nullptr, 0}};
       matmul_q8_parts(gu, 2, e, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
-                      {codes.get<int8_t>(), scales.get<float2>(), counters.get<int>()});
+                      {codes.get<int8_t>(), scales.get<float2>(), counters.get<int>()}, mma);
       sync();
       const auto y = dy.to_host<float>();
       const Q8Rows yq = quantize_ref(y, N, rows, N);
@@ -204,6 +209,16 @@ TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
         }
     }
   }
+}
+
+// The warp-per-row kernel: rows 1, 3 and 11 (two passes of at most 8).
+TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  const int64_t K = 512;
+  const std::vector<Weight> w = parts_weights(rng, K);
+  check_parts_and_gated(rng, w, K, {1, 3, 11}, false);
+
   // Refused before any launch: gated parts of unequal rows, a q8_1 output without a gated
   // epilogue or of rows not a multiple of 32.
   const MatmulPart gate{TensorType::Q4_K, w[0].packed.get<uint8_t>(), w[0].row_bytes, 67, nullptr, 0};
@@ -218,6 +233,17 @@ TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
   EXPECT_THROW(matmul_q8_parts(equal, 2, MatmulEpilogue::swiglu, K, nullptr, nullptr, 1, nullptr,
                                {some, reinterpret_cast<float2*>(8), reinterpret_cast<int*>(8)}),
                loom::Error);
+}
+
+// The same on the tensor-core path (its gated output's q8_1 form written by the quantize
+// kernel after the launch): rows 5, 16 and 40 (one seq tile, two, and five padded to eight).
+TEST(MatmulQ8Parts, TensorCorePathMixedTypesResidualAndGatedEpilogues) {
+  ASSERT_TRUE(mma_device()) << "the tensor-core path needs sm_80 or later";
+  std::mt19937_64 rng(fresh_seed() + 1);
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed() + 1);
+  const int64_t K = 512;
+  const std::vector<Weight> w = parts_weights(rng, K);
+  check_parts_and_gated(rng, w, K, {5, 16, 40}, true);
 }
 
 // norm + q8 -> matmul with a residual -> norm + q8 -> ..., 24 kernels deep, captured in a graph

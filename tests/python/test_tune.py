@@ -196,18 +196,23 @@ def test_agent_candidates_that_break_or_do_nothing_leave_nothing(loom_bin, tmp_p
     assert git(wl, "rev-parse", "HEAD") == head
 
 
+
+def interrupt_after_first_decision(s, edited):
+    """Leaves session `s` as if interrupted after its first decision with a candidate half applied
+    to `edited` (a worktree file); returns that first entry."""
+    m = json.loads((s / "manifest.json").read_text())
+    m["state"] = "running"
+    m["entries"] = m["entries"][:1]
+    (s / "manifest.json").write_text(json.dumps(m))
+    (s / "worktree" / edited).write_text("half an edit")
+    return m["entries"][0]
+
 def test_resume_continues_from_the_manifest(loom_bin, tmp_path):
     wl = workload(loom_bin, tmp_path)
     s = session(loom_bin, wl, "--budget", "2")
     r = run_loom(loom_bin, "tune", "resume", s, check=False)
     assert r.returncode == 1 and "closed" in r.stderr
-    m = json.loads((s / "manifest.json").read_text())
-    first = m["entries"][0]
-    # As if interrupted after the first decision (and a candidate left half applied).
-    m["state"] = "running"
-    m["entries"] = m["entries"][:1]
-    (s / "manifest.json").write_text(json.dumps(m))
-    (s / "worktree" / "model.loom").write_text("half an edit")
+    first = interrupt_after_first_decision(s, "model.loom")
     run_loom(loom_bin, "tune", "resume", s, timeout=300)
     m2 = json.loads((s / "manifest.json").read_text())
     assert m2["state"] == "closed" and m2["entries"][0] == first

@@ -10,7 +10,7 @@ import json
 import pathlib
 import subprocess
 
-from test_tune import breakdown, git, session, strip_comments, workload
+from test_tune import breakdown, git, interrupt_after_first_decision, session, strip_comments, workload
 
 # The project's engine source. Constants a candidate edits decide what the built engine does;
 # without any of them it is loom itself (exec). The proxy modes sit between the session and
@@ -292,12 +292,7 @@ def test_search_points_are_built_screened_and_resumed_through_process_arms(loom_
         assert "a fresh checkout" in build["detail"]
     assert (s / "evidence" / "logs" / "arm-baseline.log").exists()
     no_build_checkouts_left(wl, s)
-    m = json.loads((s / "manifest.json").read_text())
-    first = m["entries"][0]
-    m["state"] = "running"
-    m["entries"] = m["entries"][:1]
-    (s / "manifest.json").write_text(json.dumps(m))
-    (s / "worktree" / "engine.py.in").write_text("half an edit")
+    first = interrupt_after_first_decision(s, "engine.py.in")
     subprocess.run([str(loom_bin), "tune", "resume", str(s)], check=True, capture_output=True, timeout=300)
     m2 = json.loads((s / "manifest.json").read_text())
     assert m2["state"] == "closed" and m2["entries"][0] == first and m2["close_gates_passed"], m2["state"]
