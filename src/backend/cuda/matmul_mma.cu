@@ -3,8 +3,8 @@
 // and re-reads the weights every 8 rows; at 8 rows its gated launch holds 188 registers, runs at
 // 12% occupancy and reaches ~20% of the copy rate (ncu, run E). Here a warp takes a tile of 16
 // weight rows and up to 64 activation rows and, per 32-element group, multiplies the tile's
-// codes with the activations' q8_1 codes in one mma.m16n8k32 per 8 activation rows (Q6_K: two
-// m16n8k16, one per 16-element scale). The exact int32 group sums are scaled in f32 as the
+// codes with the activations' q8_1 codes in one mma.m16n8k32 per 8 activation rows (Q6_K: two,
+// one per 16-element scale, below). The exact int32 group sums are scaled in f32 as the
 // warp-per-row kernel scales them: acc += a(row) * d(x) * sum + b(row) * d(x) * sum(x codes), where
 // a and b are the weight group's scale and offset (Q4_K: d * sc and -dmin * m; Q4_0: d and -8 d).
 //
@@ -18,6 +18,7 @@
 // port without it keeps the warp-per-row kernel.
 #include <algorithm>
 
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/kernels.h"
@@ -278,12 +279,6 @@ struct MmaParts {  // block b < tile_end[0] takes a tile of part 0, then part 1,
   MatmulEpilogue epilogue;
   int64_t rows, K;  // activation rows of this pass (<= 8 NT)
 };
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float gelu_tanh(float x) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
-}
 
 // Block: MW row tiles x KW slices of K (MW * KW = 4 warps). Gated launches take the gate's and
 // the up's tiles of the same rows.

@@ -8,6 +8,7 @@
 // reduction; rows > kMaxRows run in passes that re-read the weights. One launch may cover
 // several weights that read the same activations (q, k and v; gate and up), of any types, and
 // end in an epilogue: a residual added to the result, or the gate's activation times up.
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/kernels.h"
@@ -255,12 +256,6 @@ __device__ __forceinline__ void row_dot_pair(TensorType t0, const uint8_t* row0,
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) acc0[r] = warp_sum(acc0[r]), acc1[r] = warp_sum(acc1[r]);
-}
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float gelu_tanh(float x) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
 }
 
 constexpr int kMaxParts = 4;

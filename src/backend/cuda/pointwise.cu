@@ -1,5 +1,6 @@
 // Elementwise and row-wise ops: add, mul, SwiGLU, GeGLU (tanh GELU), scale, softcap, RMS norm,
 // column slices. One thread per element, or one block per normalised group.
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -12,12 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float gelu_tanh(float x) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
-}
 
 template <Binary Op>
 __global__ void binary_kernel(const float* __restrict__ a, const float* __restrict__ b, int64_t b_rows,
