@@ -21,6 +21,13 @@ def git(repo, *args):
     return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
+def commit_file(wl, name, text, message):
+    """Writes `name` into workload `wl` and commits the workload's tree."""
+    (wl / name).write_text(text)
+    git(wl, "add", "-A")
+    git(wl, "commit", "-qm", message)
+
+
 def strip_comments(text):
     return "\n".join(re.sub(r"\s*//.*$", "", line) for line in text.splitlines())
 
@@ -234,9 +241,7 @@ json.dump({"output_throughput": 100.0, "quality_gate": gate}, open(os.environ["L
 
 def test_scriptable_workload_gate_fails_closed(loom_bin, tmp_path):
     wl = workload(loom_bin, tmp_path, script={"command": "python3 check.py pass"})
-    (wl / "check.py").write_text(SCRIPT)
-    git(wl, "add", "-A")
-    git(wl, "commit", "-qm", "the team's workload script")
+    commit_file(wl, "check.py", SCRIPT, "the team's workload script")
     s = session(loom_bin, wl, "--budget", "4")
     m = json.loads((s / "manifest.json").read_text())
     assert m["baseline"]["script"]["passed"], m["baseline"]["script"]
@@ -270,9 +275,7 @@ def test_script_timed_workload_decides_the_timing_gate(loom_bin, tmp_path):
     # where the engine's own timing could show no gain; the gain against the baseline, the
     # baseline's self-timing and the close's final timing come from the script too.
     wl = workload(loom_bin, tmp_path, script={"command": "python3 timed.py", "timing": True})
-    (wl / "timed.py").write_text(TIMED_SCRIPT)
-    git(wl, "add", "-A")
-    git(wl, "commit", "-qm", "the team's timed workload")
+    commit_file(wl, "timed.py", TIMED_SCRIPT, "the team's timed workload")
     s = session(loom_bin, wl, "--no-search", "--agent", "sed -i 's|threads = 0|threads = 0  // team fast path|' model.loom")
     b = breakdown(s)
     [e] = b["optimizations"]["entries"]

@@ -10,7 +10,7 @@ import json
 import pathlib
 import subprocess
 
-from test_tune import breakdown, git, interrupt_after_first_decision, session, strip_comments, workload
+from test_tune import breakdown, commit_file, git, interrupt_after_first_decision, session, strip_comments, workload
 
 # The project's engine source. Constants a candidate edits decide what the built engine does;
 # without any of them it is loom itself (exec). The proxy modes sit between the session and
@@ -312,9 +312,7 @@ json.dump({"output_throughput": 100.0, "quality_gate": {"passed": ok, "loom": lo
 
 def test_the_workload_script_is_handed_the_built_loom(loom_bin, tmp_path):
     wl = project(loom_bin, tmp_path, script={"command": "python3 check.py", "timing": False})
-    (wl / "check.py").write_text(SCRIPT)
-    git(wl, "add", "-A")
-    git(wl, "commit", "-qm", "the team's workload script")
+    commit_file(wl, "check.py", SCRIPT, "the team's workload script")
     s = session(loom_bin, wl, "--no-search", "--agent", "echo '# a comment' >> engine.py.in")
     m = json.loads((s / "manifest.json").read_text())
     assert m["baseline"]["script"]["passed"]
