@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "tune/arm.h"
+#include "tune/source_build.h"
 
 extern char** environ;
 
@@ -31,12 +32,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int kAnswerTimeoutMs = 600 * 1000;
-
-std::string tail_of(const std::string& path, size_t max_bytes) {
-  std::ifstream f(path, std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return all.size() > max_bytes ? "..." + all.substr(all.size() - max_bytes) : all;
-}
 
 // The threads of `pid` and of every process below it: a child that hands its work to processes
 // of its own (a wrapper, a worker pool of processes) is counted whole. Two small reads per
@@ -167,7 +162,7 @@ class ProcessArm final : public Arm {
   [[noreturn]] void died(const std::string& what) {
     // Give the child a moment to finish dying so its status and last words are known.
     const std::string how = stop();
-    loom::fail("arm process {} {} ({}); the tail of its stderr ({}):\n{}", binary_, what, how, log_, tail_of(log_, 1500));
+    loom::fail("arm process {} {} ({}); the tail of its stderr ({}):\n{}", binary_, what, how, log_, log_tail(log_, 1500));
   }
 
   json call(const json& req) {

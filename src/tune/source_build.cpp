@@ -17,12 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string log_tail(const std::string& path, size_t max_bytes) {
-  std::ifstream f(path, std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return all.size() > max_bytes ? "..." + all.substr(all.size() - max_bytes) : all;
-}
-
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
@@ -30,6 +24,12 @@ std::string shell_quote(const std::string& s) {
 }
 
 }  // namespace
+
+std::string log_tail(const std::string& path, size_t max_bytes) {
+  std::ifstream f(path, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return all.size() > max_bytes ? "..." + all.substr(all.size() - max_bytes) : all;
+}
 
 json SourceBuild::to_json() const {
   return {{"commit", commit},

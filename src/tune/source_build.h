@@ -30,6 +30,9 @@ std::string snapshot_commit(const std::string& worktree, const std::string& scra
 SourceBuild build_source(const Contract& c, const std::string& repo, const std::string& commit, const std::string& dir,
                          const std::string& log);
 
+// The last `max_bytes` of a log file ("..." before a cut), for an error that quotes it.
+std::string log_tail(const std::string& path, size_t max_bytes);
+
 // Removes a checkout made by build_source (no error when it is already gone).
 void remove_checkout(const std::string& repo, const std::string& dir);
 
