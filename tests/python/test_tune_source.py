@@ -292,6 +292,7 @@ def test_search_points_are_built_screened_and_resumed_through_process_arms(loom_
         assert "a fresh checkout" in build["detail"]
     assert (s / "evidence" / "logs" / "arm-baseline.log").exists()
     no_build_checkouts_left(wl, s)
+    m = json.loads((s / "manifest.json").read_text())
     first = interrupt_after_first_decision(s, "engine.py.in")
     subprocess.run([str(loom_bin), "tune", "resume", str(s)], check=True, capture_output=True, timeout=300)
     m2 = json.loads((s / "manifest.json").read_text())
