@@ -5,7 +5,8 @@
 // costs ~1 integer instruction per activation row instead of a dequantize-and-FMA per element.
 // One warp per weight row; lane l takes units l, l + 32, ...; every quant read is a 16-byte
 // load from the packed layout (packed_layout.h). The warp's partial sums meet in a warp
-// reduction; rows > kMaxRows run in passes that re-read the weights. One launch may cover
+// reduction; rows > kMaxRows run in passes that re-read the weights (batches of at least an
+// MmaPath's min_rows go to the tensor-core kernel instead, matmul_mma.cu). One launch may cover
 // several weights that read the same activations (q, k and v; gate and up), of any types, and
 // end in an epilogue: a residual added to the result, or the gate's activation times up.
 #include "backend/cuda/activation.cuh"
