@@ -6,7 +6,8 @@ once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replay
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
 op-by-op path a program can still choose stays checked; last, not gated, the fast CPU backend
-against the same reference as a control (what the CPU path reaches on the same file). Gates (issue 11's contract
+against the same reference as a control (what the CPU path reaches on the same file), and the
+reference with an f32 KV cache (how far the file's logits move under rounding alone). Gates (issue 11's contract
 for the GPU path): mean KL(ref || cuda) <= 0.01 over all positions, and every logit finite.
 Prints one JSON line per run and exits non-zero when a gate fails.
 
@@ -21,8 +22,10 @@ import tempfile
 import numpy as np
 
 
-def logits(loom, model, tokens_file, backend, batch, out, program=None):
+def logits(loom, model, tokens_file, backend, batch, out, program=None, kv_type=None):
     cmd = [loom, "logits", "-m", program or model, "--tokens", tokens_file, "--backend", backend, "--out", out]
+    if kv_type:
+        cmd += ["--kv-type", kv_type]
     if program:
         cmd += ["--gguf", model]
     if batch:
@@ -80,12 +83,19 @@ def main():
             print(json.dumps(r))
         # The control: the fast CPU backend (q8 activations too) against the same reference on the
         # same tokens — what the CPU path reaches on this file, printed beside the gated rows.
-        try:
-            r = compare(ref, logits(a.loom, a.model, tf, "cpu", 0, f"{d}/fast.f32"), a.tokens)
-            r.update(model=a.model, mode="control: cpu fast backend (not gated)", tokens=a.tokens)
-            print(json.dumps(r))
-        except subprocess.CalledProcessError as e:  # a control: its failure is reported, not gated
-            print(json.dumps({"mode": "control: cpu fast backend (not gated)", "error": str(e)}))
+        # The file's own sensitivity: the reference again with only its KV cache in f32 rather
+        # than f16 (a change toward exact arithmetic). A random-weight file whose logits move
+        # this much under that change cannot tell a backend's rounding from a defect at the
+        # gate's level; printed beside the gated rows, not gated.
+        controls = (("control: cpu fast backend (not gated)", "cpu", None),
+                    ("sensitivity: cpu-ref with an f32 KV cache (not gated)", "cpu-ref", "f32"))
+        for mode, backend, kv in controls:
+            try:
+                r = compare(ref, logits(a.loom, a.model, tf, backend, 0, f"{d}/control.f32", kv_type=kv), a.tokens)
+                r.update(model=a.model, mode=mode, tokens=a.tokens)
+                print(json.dumps(r))
+            except subprocess.CalledProcessError as e:  # a control: its failure is reported, not gated
+                print(json.dumps({"mode": mode, "error": str(e)}))
     sys.exit(0 if ok else 1)
 
 

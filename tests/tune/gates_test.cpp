@@ -20,16 +20,26 @@
 namespace loom::tune {
 namespace {
 
-std::string tiny_model() {
-  static const std::string path = [] {
-    auto p = (std::filesystem::temp_directory_path() / ("loom_tune_gates_" + std::to_string(getpid()) + ".gguf")).string();
+// One model file per test process, removed when the process ends (ctest runs each test in a
+// process of its own: they used to leave one file each in the temporary directory).
+struct TinyModel {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("loom_tune_gates_" + std::to_string(getpid()) + ".gguf")).string();
+  TinyModel() {
     synth::SynthOptions o;
     o.seed = 7;
     o.type = gguf::TensorType::Q8_0;
-    synth::write_model(synth::find_shape("tiny-llama"), o, p);
-    return p;
-  }();
-  return path;
+    synth::write_model(synth::find_shape("tiny-llama"), o, path);
+  }
+  ~TinyModel() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
+
+std::string tiny_model() {
+  static const TinyModel model;
+  return model.path;
 }
 
 std::unique_ptr<Arm> honest(int threads = 1) {
