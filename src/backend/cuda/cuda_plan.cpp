@@ -125,9 +125,11 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
     std::string line = fmt::format("%{} = {}", lo.op->result, passes::opcode_name(lo.code));
     if (lo.code == Opcode::matmul) {
       const DeviceWeight& w = weights_.at(lo.in[1].weight);
-      line += fmt::format(" @{} {}: {}", lo.weight_name(), gguf::type_name(w.type),
+      const bool tc = w.packed && mma_rows_ > 0 && has_mma_kernel(w.type) && mma_device();
+      line += fmt::format(" @{} {}: {}{}", lo.weight_name(), gguf::type_name(w.type),
                           w.packed ? "packed weights, q8_1 activations, int8-dot warp-per-row matmul, 8 rows per pass"
-                                   : "dequantizing warp-per-row matmul, 8 rows per pass");
+                                   : "dequantizing warp-per-row matmul, 8 rows per pass",
+                          tc ? fmt::format("; {} or more rows on int8 tensor cores", mma_rows_) : std::string());
     }
     if (lo.code == Opcode::attention) line += ": paged f16 attention, one block per (row, head), online softmax";
     const FusedStep& st = fusion_.steps[size_t(fusion_.step_of_op[size_t(&lo - low_.ops.data())])];
