@@ -165,7 +165,8 @@ std::string example_contract(const std::string& gguf, const std::string& sha256,
   // A workload that also holds the engine's source (optional): a candidate may then edit the
   // source as well as the program. "command" runs through /bin/sh at the top of a fresh
   // checkout of each tree (the baseline's, every candidate's, the final one at close: a clean
-  // build, nothing kept from an earlier build; CCACHE_* pass through) and must leave an
+  // build, nothing kept from an earlier build; the environment passes through, so a command
+  // using ccache sets CCACHE_BASEDIR=$PWD to share it across checkouts) and must leave an
   // executable loom at "binary" (relative to that checkout); a failed build reverts the
   // candidate. Each arm is then that binary, run as a child process with its model loaded.
   // "build": {{ "command": "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build --target loom",

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -14,16 +13,6 @@ namespace loom::tune {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
-}  // namespace
 
 std::string log_tail(const std::string& path, size_t max_bytes) {
   std::ifstream f(path, std::ios::binary);
@@ -86,8 +75,7 @@ SourceBuild build_source(const Contract& c, const std::string& repo, const std::
     b.detail = std::string("could not check the tree out for a clean build: ") + e.what();
     return b;
   }
-  std::string command = c.build_command;
-  if (std::getenv("CCACHE_DIR") && !std::getenv("CCACHE_BASEDIR")) command = "CCACHE_BASEDIR=" + shell_quote(dir) + "; export CCACHE_BASEDIR; " + command;
+  const std::string& command = c.build_command;
   std::ofstream(log, std::ios::app) << "$ " << c.build_command << "    # in " << dir << " at " << commit << "\n";
   try {
     b.exit_status = run_shell(command, dir, log);

@@ -25,8 +25,8 @@ std::string snapshot_commit(const std::string& worktree, const std::string& scra
 
 // Checks `commit` of `repo` out at `dir` (a fresh directory: an existing one is removed first)
 // and runs the contract's build command there through /bin/sh, its output appended to `log`.
-// CCACHE_* variables pass through; CCACHE_BASEDIR, when the environment leaves it unset, is set
-// to the checkout so that fresh checkouts share the cache. Never throws for a failed build.
+// The environment passes through unchanged (a command that wants ccache hits across fresh
+// checkouts sets CCACHE_BASEDIR=$PWD itself). Never throws for a failed build.
 SourceBuild build_source(const Contract& c, const std::string& repo, const std::string& commit, const std::string& dir,
                          const std::string& log);
 
