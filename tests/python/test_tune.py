@@ -203,7 +203,6 @@ def test_agent_candidates_that_break_or_do_nothing_leave_nothing(loom_bin, tmp_p
     assert git(wl, "rev-parse", "HEAD") == head
 
 
-
 def interrupt_after_first_decision(s, edited):
     """Leaves session `s` as if interrupted after its first decision with a candidate half applied
     to `edited` (a worktree file); returns that first entry."""
