@@ -53,6 +53,43 @@ KvElem parse_kv_elem(const std::string& name) {
   loom::fail("unknown KV cache type \"{}\" (known: f32, f16, q8_0)", name);
 }
 
+// One pass over the row keeping the best k so far in a heap whose top is the worst kept: ids
+// come in ascending order, so an equal logit never displaces a kept one (lowest id wins ties).
+void top_logits(std::span<const float> row, int32_t k, TopLogit* out) {
+  if (k < 1 || size_t(k) > row.size()) loom::fail("top_logits: k = {} outside [1, {}]", k, row.size());
+  auto better = [](const TopLogit& a, const TopLogit& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  if (k == 1) {
+    TopLogit best{0, row[0]};
+    for (size_t i = 1; i < row.size(); ++i)
+      if (row[i] > best.logit) best = {int32_t(i), row[i]};
+    *out = best;
+    return;
+  }
+  std::vector<TopLogit> heap;
+  heap.reserve(size_t(k));
+  for (size_t i = 0; i < row.size(); ++i) {
+    const TopLogit c{int32_t(i), row[i]};
+    if (heap.size() < size_t(k)) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), better);
+  std::copy(heap.begin(), heap.end(), out);
+}
+
+void Plan::run_top(const StepBatch& batch, KvStorage& kv, int32_t k, TopLogit* out) {
+  const size_t V = size_t(vocab_size()), rows = batch.n_logit_rows();
+  if (k < 1 || size_t(k) > V) loom::fail("run_top: k = {} outside [1, {}]", k, V);
+  top_rows_.resize(rows * V);
+  run(batch, kv, top_rows_.data());
+  for (size_t r = 0; r < rows; ++r) top_logits({top_rows_.data() + r * V, V}, k, out + r * size_t(k));
+}
+
 size_t StepBatch::n_logit_rows() const {
   size_t n = 0;
   for (size_t i = 0; i < size(); ++i) n += wants(i);

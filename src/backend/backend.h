@@ -68,6 +68,17 @@ struct StepBatch {
                             int32_t seq = 0);
 };
 
+// One of a logits row's largest entries (Plan::run_top).
+struct TopLogit {
+  int32_t id;
+  float logit;
+};
+
+// The k largest entries of a row (1 <= k <= row.size()), most likely first and, among equal
+// logits, lowest id first: the order greedy and top-k sampling see (runtime/sampler.h), and
+// the definition every backend's run_top matches.
+void top_logits(std::span<const float> row, int32_t k, TopLogit* out);
+
 class Plan {
  public:
   virtual ~Plan() = default;
@@ -78,6 +89,11 @@ class Plan {
   // order. Writes this step's keys and values into `kv` (storage from allocate_kv) first, at
   // the rows the batch's block tables name.
   virtual void run(const StepBatch& batch, KvStorage& kv, float* logits_out) = 0;
+  // Runs the step as run() does but gives of each logit row only its k largest entries
+  // (top_logits' order; 1 <= k <= vocab_size()): n_logit_rows() * k entries, row by row. What
+  // greedy and top-k sampling read, without moving whole rows. This default runs run() and
+  // selects on the host; a device backend selects where the logits are.
+  virtual void run_top(const StepBatch& batch, KvStorage& kv, int32_t k, TopLogit* out);
   virtual int64_t vocab_size() const = 0;
   // The KV geometry the plan's attention ops need, one entry per cache layer.
   virtual const std::vector<KvLayerShape>& kv_layers() const = 0;
@@ -85,6 +101,9 @@ class Plan {
   // The effective choices, one line each: global options, then per op (kernel and layout of
   // each matmul, grouping, attention split), for `loom check --explain` and tests.
   virtual std::vector<std::string> explain() const = 0;
+
+ private:
+  std::vector<float> top_rows_;  // run_top's default: the whole rows it selects from
 };
 
 class Backend {

@@ -250,7 +250,8 @@ void Engine::finish(Sequence& s, Finish why, std::vector<Event>& events, std::st
 
 // Samples the sequence's next token from its logits row; reports it, and ends the request
 // when the token or the limits say so.
-void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events) {
+void Engine::sample(Sequence& s, const float* logits, std::span<const backend::TopLogit> top,
+                    std::vector<Event>& events) {
   if (s.stats.generated == 0) {
     s.first_token = Clock::now();
     s.stats.prompt_seconds = seconds(s.admitted, s.first_token);
@@ -269,7 +270,13 @@ void Engine::sample(Sequence& s, const float* logits, std::vector<Event>& events
       if (s.req.max_tokens >= 0) left = std::min(left, s.req.max_tokens - s.stats.generated);
       constraint->set_budget(left);
     }
-    t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)), constraint ? constraint->mask().data() : nullptr);
+    if (!top.empty()) {
+      std::vector<Candidate> c(top.size());
+      for (size_t i = 0; i < top.size(); ++i) c[i] = {top[i].id, top[i].logit};
+      t = s.sampler.sample_top(std::move(c));
+    } else {
+      t = s.sampler.sample(std::span<const float>(logits, size_t(vocab_)), constraint ? constraint->mask().data() : nullptr);
+    }
     if (constraint) constraint->accept(t);
   } catch (const loom::Error& e) {  // a grammar too ambiguous, or no token of the vocabulary fits
     return finish(s, Finish::error, events, fmt::format("constrained output: {}", e.what()));
@@ -348,6 +355,24 @@ void Engine::verify(Sequence& s, const float* rows, std::vector<Event>& events) 
   s.drafts.clear();
 }
 
+// How many of each logit row's largest entries the step's samplers read, when every one of
+// them reads no more than that (plain greedy or top-k sampling: no constraint's mask, no
+// log-probabilities, no speculative verification, no penalty): the plan then sends only those
+// (Plan::run_top) instead of whole rows. 0: whole rows.
+int32_t Engine::step_top_k(const std::vector<StepSlice>& slices) const {
+  constexpr int32_t kMaxTop = 1024;
+  int32_t k = 0;
+  for (const auto& sl : slices) {
+    if (!sl.logits) continue;
+    const Sequence& s = *running_[sl.seq];
+    if (s.req.constraint || s.req.logprobs || (s.drafter && s.decoding)) return 0;
+    const int32_t need = s.sampler.candidates_needed();
+    if (need == 0) return 0;
+    k = std::max(k, need);
+  }
+  return k <= std::min<int64_t>(kMaxTop, vocab_) ? k : 0;
+}
+
 std::vector<Event> Engine::step() {
   std::vector<Event> events;
   take_incoming(events);
@@ -380,11 +405,14 @@ std::vector<Event> Engine::step() {
     }
     batch.block_tables.push_back(s.blocks);
   }
-  logits_.resize(batch.n_logit_rows() * size_t(vocab_));
+  const int32_t top_k = step_top_k(slices);
+  if (top_k > 0) top_.resize(batch.n_logit_rows() * size_t(top_k));
+  else logits_.resize(batch.n_logit_rows() * size_t(vocab_));
   std::string error;
   try {
     const auto t0 = Clock::now();
-    plan_->run(batch, *kv_, logits_.data());
+    if (top_k > 0) plan_->run_top(batch, *kv_, top_k, top_.data());
+    else plan_->run(batch, *kv_, logits_.data());
     if (decode_only) step_cost_.record(int32_t(batch.size()), seconds(t0, Clock::now()));
   } catch (const loom::Error& e) {
     error = e.what();
@@ -410,7 +438,8 @@ std::vector<Event> Engine::step() {
     if (s.req.cache_prefix) index_full_blocks(s);
     if (!sl.logits) continue;
     s.decoding = true;
-    sample(s, logits_.data() + row++ * size_t(vocab_), events);
+    if (top_k > 0) sample(s, nullptr, {top_.data() + row++ * size_t(top_k), size_t(top_k)}, events);
+    else sample(s, logits_.data() + row++ * size_t(vocab_), {}, events);
     done[sl.seq] = events.size() > before && events.back().finish != Finish::none;
   }
   size_t w = 0;

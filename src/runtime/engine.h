@@ -41,6 +41,8 @@
 
 namespace loom::runtime {
 
+struct StepSlice;  // scheduler.h
+
 struct EngineOptions {
   int32_t n_ctx = 4096;      // positions one sequence may hold
   int32_t max_seqs = 1;      // sequences running at once
@@ -101,7 +103,9 @@ class Engine {
   void finish(Sequence& s, Finish why, std::vector<Event>& events, std::string error = {}, std::string text = {},
               int32_t token = -1);
   void index_full_blocks(Sequence& s);
-  void sample(Sequence& s, const float* logits, std::vector<Event>& events);
+  // From the row's logits, or from its top entries alone when the step asked the plan for those.
+  void sample(Sequence& s, const float* logits, std::span<const backend::TopLogit> top, std::vector<Event>& events);
+  int32_t step_top_k(const std::vector<StepSlice>& slices) const;
   bool emit(Sequence& s, int32_t token, const float* logits, std::vector<Event>& events);
   void propose(Sequence& s);  // speculative decoding: this step's drafts
   void verify(Sequence& s, const float* rows, std::vector<Event>& events);
@@ -130,6 +134,7 @@ class Engine {
   size_t rotate_ = 0;
   int64_t evaluated_ = 0;
   std::vector<float> logits_;
+  std::vector<backend::TopLogit> top_;
   int direct_open_ = 0;
 };
 

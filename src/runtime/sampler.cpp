@@ -148,13 +148,36 @@ std::vector<Candidate> Sampler::distribution(std::span<const float> logits, cons
       }
     if (c.empty()) loom::fail("sampler: the constraint allows no token");
   }
+  chain(c);
+  return c;
+}
+
+void Sampler::chain(std::vector<Candidate>& c) const {
   apply_penalties(c);
   top_k(c, p_.top_k);
   top_p(c, p_.top_p);
   min_p(c, p_.min_p);
   for (auto& x : c) x.logit /= p_.temperature;
   softmax(c);
-  return c;
+}
+
+// top-k's cut is the first step of the chain that drops tokens by rank; top-p, min-p and the
+// temperature then see only what it kept. A penalty (before the cut) changes logits by token,
+// so the cut would have to see the whole row.
+int32_t Sampler::candidates_needed() const {
+  const bool penalties = p_.penalty_last_n > 0 &&
+                         (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f);
+  if (penalties) return 0;
+  if (p_.temperature <= 0.0f) return 1;
+  return std::max(p_.top_k, 0);
+}
+
+int32_t Sampler::sample_top(std::vector<Candidate> top) {
+  const int32_t need = candidates_needed();
+  if (need == 0 || top.size() < size_t(need)) loom::fail("sampler: {} top entries where {} are needed", top.size(), need);
+  if (p_.temperature <= 0.0f) return top.front().id;
+  chain(top);
+  return draw(top);
 }
 
 int32_t Sampler::draw(const std::vector<Candidate>& c, double total) {

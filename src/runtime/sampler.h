@@ -51,6 +51,14 @@ class Sampler {
   // only its tokens are candidates, before penalties, top-k/p, min-p and temperature. It
   // must allow at least one token.
   int32_t sample(std::span<const float> logits, const uint64_t* allowed = nullptr);
+  // How many of a row's largest logits sample() reads at most when given no mask: 1 when
+  // greedy, top_k when that cuts the chain; 0 when it may read any (no top-k, or a penalty
+  // that can lift a token from below the cut). A backend may then send only those rows' top
+  // entries (backend::Plan::run_top).
+  int32_t candidates_needed() const;
+  // sample() from a row's `top` largest logits, most likely first (lowest id first among equal
+  // logits), at least candidates_needed() of them: the token sample() picks from the whole row.
+  int32_t sample_top(std::vector<Candidate> top);
   // Records a token in the penalty window.
   void accept(int32_t token);
   void reset();  // clears the window and reseeds
@@ -74,6 +82,7 @@ class Sampler {
 
  private:
   int32_t argmax(std::span<const float> logits, const uint64_t* allowed) const;
+  void chain(std::vector<Candidate>& c) const;  // penalties, top-k, top-p, min-p, temperature, softmax
   SamplerParams p_;
   Rng rng_;
   std::deque<int32_t> recent_;

@@ -363,3 +363,75 @@ TEST(Engine, DirectSequenceChunksRollbackAndLimits) {
   s.reset();
   EXPECT_EQ(e->blocks_in_use(), 0);
 }
+
+namespace {
+
+// A plan that counts which of its entry points the engine calls, and otherwise is the plan it wraps.
+class CountingPlan final : public backend::Plan {
+ public:
+  explicit CountingPlan(std::unique_ptr<backend::Plan> p) : p_(std::move(p)) {}
+  std::unique_ptr<backend::KvStorage> allocate_kv(int32_t n, int32_t bs, backend::KvElem e) const override {
+    return p_->allocate_kv(n, bs, e);
+  }
+  void run(const backend::StepBatch& b, backend::KvStorage& kv, float* out) override {
+    whole += b.n_logit_rows() > 0;  // a step of prompt rows alone reads no logits either way
+    p_->run(b, kv, out);
+  }
+  void run_top(const backend::StepBatch& b, backend::KvStorage& kv, int32_t k, backend::TopLogit* out) override {
+    ++top, max_k = std::max(max_k, k);
+    p_->run_top(b, kv, k, out);
+  }
+  int64_t vocab_size() const override { return p_->vocab_size(); }
+  const std::vector<backend::KvLayerShape>& kv_layers() const override { return p_->kv_layers(); }
+  int threads() const override { return p_->threads(); }
+  std::vector<std::string> explain() const override { return p_->explain(); }
+  int whole = 0, top = 0, max_k = 0;
+
+ private:
+  std::unique_ptr<backend::Plan> p_;
+};
+
+}  // namespace
+
+// Greedy and top-k requests sample from the plan's top entries alone (Plan::run_top); one that
+// asks for log-probabilities needs whole rows. Either way the tokens are the same: the same
+// request with logprobs on (whole rows, Sampler::sample) and off (top entries, sample_top).
+TEST(Engine, PlainSamplingReadsTopEntriesAndPicksTheSameTokens) {
+  const int32_t V = synthetic().spec.V;
+  auto ws = backend::WeightSource::bind(synthetic().module, *synthetic().file);
+  auto counting = [&](CountingPlan*& raw) {
+    auto p = std::make_unique<CountingPlan>(backend::cpu::make_fast_backend()->compile(synthetic().module, ws, {2}));
+    raw = p.get();
+    return std::make_unique<Engine>(std::move(p), EngineOptions{.n_ctx = 128, .max_seqs = 4, .n_batch = 16, .block_size = 8});
+  };
+  std::vector<Request> reqs = {greedy(prompt_of(9, V, 1), 10), greedy(prompt_of(14, V, 2), 10)};
+  for (uint64_t seed : {11u, 12u}) {
+    Request r = greedy(prompt_of(6 + seed, V, uint32_t(seed)), 10);
+    r.sampling.temperature = 0.9f, r.sampling.top_k = 20, r.sampling.seed = seed;
+    reqs.push_back(r);
+  }
+  std::vector<std::vector<int32_t>> first;  // the tokens without logprobs
+  for (bool logprobs : {false, true}) {
+    CountingPlan* plan = nullptr;
+    auto e = counting(plan);
+    std::vector<runtime::RequestId> ids;
+    for (Request r : reqs) {
+      r.logprobs = logprobs;
+      ids.push_back(submit_ok(*e, r));
+    }
+    auto out = drain(*e);
+    if (logprobs) {
+      EXPECT_EQ(plan->top, 0);
+      EXPECT_GT(plan->whole, 0);
+    } else {
+      EXPECT_EQ(plan->whole, 0) << "plain requests moved whole rows";
+      EXPECT_GT(plan->top, 0);
+      EXPECT_EQ(plan->max_k, 20);
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(out[ids[i]].tokens.size(), 10u);
+      if (!logprobs) first.push_back(out[ids[i]].tokens);
+      else EXPECT_EQ(out[ids[i]].tokens, first[i]) << "request " << i;
+    }
+  }
+}

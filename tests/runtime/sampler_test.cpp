@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "runtime/sampler.h"
 
 using namespace loom::runtime;
@@ -149,4 +150,52 @@ TEST(Sampler, RngIsPlatformIndependent) {
   Rng u(42);
   for (double w : {0x1.5780b2e0c2ec0p-4, 0x1.84136619b444ep-2, 0x1.5c2ea66473c93p-1, 0x1.d9715a8e0766cp-1})
     EXPECT_EQ(u.uniform(), w);
+}
+
+// sample_top over a row's largest entries (backend::top_logits, what Plan::run_top gives) must
+// pick what sample() picks from the whole row, draw for draw, under each chain that reads no
+// more than candidates_needed() of them; rows have planted ties at the cut and at the top.
+TEST(Sampler, TopEntriesGiveTheWholeRowsToken) {
+  auto params = [](float temp, int32_t k, float p, float min_p, uint64_t seed) {
+    SamplerParams s;
+    s.temperature = temp, s.top_k = k, s.top_p = p, s.min_p = min_p, s.seed = seed;
+    return s;
+  };
+  const std::vector<SamplerParams> chains = {params(0, 40, 0.95f, 0.05f, 1), params(0.8f, 40, 0.95f, 0.05f, 2),
+                                             params(1.5f, 5, 1.0f, 0.0f, 3), params(0.3f, 64, 0.5f, 0.1f, 4),
+                                             params(1.0f, 1, 1.0f, 0.0f, 5)};
+  uint32_t x = 7;
+  auto next = [&] { return (x = x * 1664525u + 1013904223u) >> 8; };
+  for (const auto& sp : chains) {
+    Sampler whole(sp), top(sp);
+    const int32_t k = top.candidates_needed();
+    ASSERT_GE(k, 1);
+    for (int draw = 0; draw < 200; ++draw) {
+      std::vector<float> row(500);
+      for (auto& v : row) v = float(int(next() % 4000) - 2000) / 400.f;  // coarse: many equal values
+      if (draw % 3 == 0) row[next() % 500] = row[next() % 500] = 9.f;    // a tie at the top
+      auto t = std::vector<loom::backend::TopLogit>(size_t(k));
+      loom::backend::top_logits(row, k, t.data());
+      std::vector<Candidate> c;
+      for (const auto& e : t) c.push_back({e.id, e.logit});
+      ASSERT_EQ(top.sample_top(c), whole.sample(row)) << "temperature " << sp.temperature << " top_k " << sp.top_k
+                                                      << " draw " << draw;
+    }
+  }
+}
+
+TEST(Sampler, CandidatesNeededOnlyWhereTheCutDecides) {
+  SamplerParams p;
+  p.temperature = 0;
+  EXPECT_EQ(Sampler(p).candidates_needed(), 1);
+  p.temperature = 0.8f, p.top_k = 40;
+  EXPECT_EQ(Sampler(p).candidates_needed(), 40);
+  p.top_k = 0;  // top-p over the whole vocabulary
+  EXPECT_EQ(Sampler(p).candidates_needed(), 0);
+  p.top_k = 40, p.repeat_penalty = 1.1f;  // a penalty can lift a token from below the cut
+  EXPECT_EQ(Sampler(p).candidates_needed(), 0);
+  p.penalty_last_n = 0;  // ... unless it looks at no tokens
+  EXPECT_EQ(Sampler(p).candidates_needed(), 40);
+  p.temperature = 0, p.penalty_last_n = 64, p.repeat_penalty = 1.0f, p.presence_penalty = 0.5f;
+  EXPECT_EQ(Sampler(p).candidates_needed(), 0);
 }
