@@ -7,7 +7,8 @@
 // ops on the plan's stream (cuda_step.cpp: fused by decode_fusion.h into ~9 kernels per llama
 // layer where rows take the integer-dot path, launched with programmatic dependent launch on
 // sm_90), gathers the wanted rows right after the last attention, and copies the logits back
-// (the only synchronisation of a step). Steps of up to `graph_rows`
+// — or, for run_top, each row's k largest selected on the device (top_logits.cu) — the only
+// synchronisation of a step. Steps of up to `graph_rows`
 // rows run as one CUDA graph replay: the op sequence is captured once per step shape (rows,
 // kept rows, block-table width, buffers) and replayed, since every per-step value the kernels
 // read (tokens, positions, tables) lives in the device buffer the one upload fills. Matmuls of
@@ -177,7 +178,34 @@ void CudaPlan::grow(int64_t rows) {
   drop_graphs();  // they name the old buffers
 }
 
-void CudaPlan::run(const StepBatch& batch, KvStorage& kv_any, float* logits_out) {
+void CudaPlan::run(const StepBatch& batch, KvStorage& kv, float* logits_out) {
+  const int64_t kept = submit(batch, kv);
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(logits_out, value(low_.result), size_t(kept * vocab_) * sizeof(float),
+                                  cudaMemcpyDeviceToHost, stream_));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+// The selection runs on the step's stream after its graph; k ids and k values a row come back.
+void CudaPlan::run_top(const StepBatch& batch, KvStorage& kv, int32_t k, TopLogit* out) {
+  if (k < 1 || k > vocab_) loom::fail("run_top: k = {} outside [1, {}]", k, vocab_);
+  const int64_t kept = submit(batch, kv);
+  const size_t n = size_t(kept) * size_t(k);
+  if (top_buf_.bytes() < n * 8) top_buf_ = DeviceBuffer(n * 8 * 2);
+  int32_t* ids = top_buf_.get<int32_t>();
+  float* vals = reinterpret_cast<float*>(ids + n);
+  top_logits(value(low_.result), kept, vocab_, k, ids, vals, stream_);
+  top_host_.resize(2 * n);
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(top_host_.data(), ids, n * 8, cudaMemcpyDeviceToHost, stream_));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const float* hv = reinterpret_cast<const float*>(top_host_.data() + n);
+  for (size_t i = 0; i < n; ++i) out[i] = {top_host_[i], hv[i]};
+  auto better = [](const TopLogit& a, const TopLogit& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  for (int64_t r = 0; r < kept; ++r) std::sort(out + r * k, out + (r + 1) * k, better);
+}
+
+// Uploads the step's tables and enqueues its kernels (a graph replay where it can); returns the
+// number of logit rows, left in value(low_.result) on the device.
+int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   batch.validate();
   auto* kv = dynamic_cast<CudaKvStorage*>(&kv_any);
   if (!kv) loom::fail("the CUDA plan needs KV storage from its own allocate_kv");
@@ -246,9 +274,7 @@ void CudaPlan::run(const StepBatch& batch, KvStorage& kv_any, float* logits_out)
     explain_.push_back(fmt::format("programmatic launch failed here ({}): kernels launched plainly", e.what()));
     step();
   }
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(logits_out, value(low_.result), size_t(kept * vocab_) * sizeof(float),
-                                  cudaMemcpyDeviceToHost, stream_));
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return kept;
 }
 
 void CudaPlan::replay(const GraphKey& key, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept) {

@@ -99,6 +99,7 @@ class CudaPlan final : public Plan {
     return std::make_unique<CudaKvStorage>(layers_, n_blocks, block_size, elem);
   }
   void run(const StepBatch& batch, KvStorage& kv, float* logits_out) override;
+  void run_top(const StepBatch& batch, KvStorage& kv, int32_t k, TopLogit* out) override;
   int64_t vocab_size() const override { return vocab_; }
   const std::vector<KvLayerShape>& kv_layers() const override { return layers_; }
   int threads() const override { return 1; }
@@ -108,6 +109,7 @@ class CudaPlan final : public Plan {
   const DeviceWeight& weight(const passes::OperandRef& o, const ir::Op& op) const;
   float* value(int v) const { return reinterpret_cast<float*>(arena_.get<uint8_t>() + slot_offset_[v] * capacity_); }
   void grow(int64_t rows);
+  int64_t submit(const StepBatch& batch, KvStorage& kv);  // run's and run_top's step, left on the device
   // cuda_step.cpp: a step's ops on the stream, fused where the schedule and the rows allow.
   void enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept);
   void run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows);
@@ -142,6 +144,8 @@ class CudaPlan final : public Plan {
   std::string no_gemm_;               // why gemm_ is null
   int64_t gemm_max_nk_ = 0;           // the largest matmul weight, in elements
   DeviceBuffer gemm_w_, gemm_x_;      // f16 weight tile and activations of a GEMM
+  DeviceBuffer top_buf_;               // run_top's ids, then its values
+  std::vector<int32_t> top_host_;     // the same, copied back
   DeviceBuffer attn_scratch_;         // partial results of the split decode attention
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_once_;

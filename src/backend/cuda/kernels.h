@@ -146,4 +146,9 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
                float2* q8_ds = nullptr);
 size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows);
 
+// The k largest of each of `rows` rows of V floats (x row-major): ids[r * k + j] and
+// vals[r * k + j], j < k, in no particular order; among equal values the lowest ids
+// (top_logits.cu). 1 <= k <= V.
+void top_logits(const float* x, int64_t rows, int64_t V, int k, int32_t* ids, float* vals, cudaStream_t s);
+
 }  // namespace loom::backend::cuda
