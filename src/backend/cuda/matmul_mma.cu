@@ -9,10 +9,11 @@
 // a and b are the weight group's scale and offset (Q4_K: d * sc and -dmin * m; Q4_0: d and -8 d).
 //
 // The activations are first re-laid (pack_x_kernel) so that each lane's B fragment of a group is
-// one 8-byte load and its two rows' scales one 16-byte load. A block is 4 warps: either 4 row
+// one 8-byte load and its two rows' scales one 16-byte load. A block is either 4 warps on 4 row
 // tiles over the whole K (64 rows: the warps read the same activations, shared through L1), or
-// one row tile whose K is split over the 4 warps (small batches and narrow weights: more warps,
-// more loads in flight), the partial sums added in a fixed order (same bits every run).
+// one row tile whose K is split over the block's warps (small batches and narrow weights: more
+// warps, more loads in flight; 8 warps for store launches, 4 for gated ones), the partial sums
+// added in a fixed order (same bits every run).
 //
 // The MMA is inline PTX (sm_80+); matmul_q8_parts uses this path only on such devices, and a
 // port without it keeps the warp-per-row kernel.
@@ -32,7 +33,8 @@ namespace {
 
 using gguf::TensorType;
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 4;      // warps a block, but for the split-K blocks of store launches (kSplitWarps)
+constexpr int kSplitWarps = 8;
 constexpr int kTile = 16;     // weight rows per warp tile
 constexpr int kSeqTile = 8;   // activation rows per MMA
 constexpr int kMaxSeqTiles = 8;
@@ -280,11 +282,12 @@ struct MmaParts {  // block b < tile_end[0] takes a tile of part 0, then part 1,
   int64_t rows, K;  // activation rows of this pass (<= 8 NT)
 };
 
-// Block: MW row tiles x KW slices of K (MW * KW = 4 warps). Gated launches take the gate's and
-// the up's tiles of the same rows.
-template <int NT, int MW, bool Glu>
-__global__ void __launch_bounds__(kWarps * kWarpSize) matmul_mma_kernel(MmaParts P, XTiles x) {
-  constexpr int KW = kWarps / MW;
+// Block: MW row tiles x KW slices of K (W = MW * KW warps). Gated launches take the gate's and
+// the up's tiles of the same rows. Blocks of 8 warps ask for two blocks an SM (at most 128
+// registers a thread; ptxas spills 8 bytes at 8 seq tiles).
+template <int NT, int MW, int W, bool Glu>
+__global__ void __launch_bounds__(W * kWarpSize, W == kSplitWarps ? 2 : 0) matmul_mma_kernel(MmaParts P, XTiles x) {
+  constexpr int KW = W / MW;
   constexpr int kSets = Glu ? 2 : 1;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int mw = warp % MW, kw = warp / MW;
@@ -349,7 +352,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) matmul_mma_kernel(MmaParts
     }
 }
 
-template <int NT, int MW>
+template <int NT, int MW, int W>
 void launch_tiles(MmaParts P, const XTiles& x, cudaStream_t s) {
   // Tiles per part at this block shape.
   int64_t end = 0;
@@ -357,9 +360,10 @@ void launch_tiles(MmaParts P, const XTiles& x, cudaStream_t s) {
     if (P.epilogue == MatmulEpilogue::store || i == 0) end += (P.p[i].N + MW * kTile - 1) / (MW * kTile);
     P.tile_end[i] = end;
   }
-  const dim3 grid{unsigned(end)}, block{unsigned(kWarps * kWarpSize)};
-  if (P.epilogue == MatmulEpilogue::store) launch(matmul_mma_kernel<NT, MW, false>, grid, block, s, P, x);
-  else launch(matmul_mma_kernel<NT, MW, true>, grid, block, s, P, x);
+  const dim3 grid{unsigned(end)}, block{unsigned(W * kWarpSize)};
+  if constexpr (W == kSplitWarps) launch(matmul_mma_kernel<NT, MW, W, false>, grid, block, s, P, x);
+  else if (P.epilogue == MatmulEpilogue::store) launch(matmul_mma_kernel<NT, MW, W, false>, grid, block, s, P, x);
+  else launch(matmul_mma_kernel<NT, MW, W, true>, grid, block, s, P, x);
 }
 
 template <int NT>
@@ -370,8 +374,12 @@ void launch_shape(const MmaParts& P, const XTiles& x, cudaStream_t s) {
   int64_t wide_blocks = 0;
   for (int i = 0; i < P.n; ++i)
     if (P.epilogue == MatmulEpilogue::store || i == 0) wide_blocks += (P.p[i].N + 4 * kTile - 1) / (4 * kTile);
-  if (NT >= 4 && wide_blocks >= 264) launch_tiles<NT, 4>(P, x, s);
-  else launch_tiles<NT, 1>(P, x, s);
+  // Split K of store launches goes over 8 warps: the 4096-row projections of an 8B step at 64
+  // rows gave 256 blocks of 4 warps, 7.75 warps an SM (ncu, run H: 11% occupancy, latency-bound).
+  // Gated launches keep 4 (their slices' sums would need 56 KB of shared memory at 8 tiles).
+  if (NT >= 4 && wide_blocks >= 264) launch_tiles<NT, 4, kWarps>(P, x, s);
+  else if (P.epilogue == MatmulEpilogue::store) launch_tiles<NT, 1, kSplitWarps>(P, x, s);
+  else launch_tiles<NT, 1, kWarps>(P, x, s);
 }
 
 // Seq tiles packed for `rows`: passes of 8 tiles, the last one's rounded up to the 1, 2, 4 or 8
