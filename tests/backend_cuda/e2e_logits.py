@@ -5,7 +5,8 @@ Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `
 once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays), once one
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
-op-by-op path a program can still choose stays checked; last, not gated, the fast CPU backend
+op-by-op path a program can still choose stays checked; the prefill again with f16 weight copies
+made at compile (gemm_f16_weights), which must give the same bits; last, not gated, the fast CPU backend
 against the same reference as a control (what the CPU path reaches on the same file), and the
 reference with an f32 KV cache (how far the file's logits move under rounding alone). Gates (issue 11's contract
 for the GPU path): mean KL(ref || cuda) <= 0.01 over all positions, and every logit finite.
@@ -73,14 +74,28 @@ def main():
         subprocess.run([a.loom, "port", a.model, "-o", unfused], check=True, stdout=subprocess.DEVNULL)
         with open(unfused, "a") as f:
             f.write("  schedule { decode_fusion = false, programmatic_launch = false }\n")
+        prefill = None
         for batch, program in ((0, None), (5, None), (1, None), (1, unfused)):
             got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32", program)
+            if batch == 0:
+                prefill = got
             r = compare(ref, got, a.tokens)
             mode = {0: "prefill", 1: "decode"}.get(batch, f"steps of {batch}")
             r.update(model=a.model, mode=mode + (" unfused" if program else ""), tokens=a.tokens)
             r["pass"] = r["finite"] and r["mean_kl"] <= 0.01
             ok &= r["pass"]
             print(json.dumps(r))
+        # f16 copies of the weights made at compile (schedule key gemm_f16_weights) feed the
+        # prefill GEMM the values its per-step dequantization makes: the same logits, bit for bit.
+        f16w = f"{d}/f16w.loom"
+        subprocess.run([a.loom, "port", a.model, "-o", f16w], check=True, stdout=subprocess.DEVNULL)
+        with open(f16w, "a") as f:
+            f.write("  schedule { gemm_f16_weights = true }\n")
+        got = logits(a.loom, a.model, tf, "cuda", 0, f"{d}/f16w.f32", f16w)
+        same = bool(np.array_equal(got, prefill))
+        print(json.dumps({"model": a.model, "mode": "prefill, gemm_f16_weights = true: the prefill's bits", "tokens": a.tokens,
+                          "max_abs_dlogit": float(np.abs(got.astype(np.float64) - prefill).max()), "pass": same}))
+        ok &= same
         # The control: the fast CPU backend (q8 activations too) against the same reference on the
         # same tokens — what the CPU path reaches on this file, printed beside the gated rows.
         # The file's own sensitivity: the reference again with only its KV cache in f32 rather

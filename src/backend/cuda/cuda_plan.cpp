@@ -50,7 +50,7 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
       const ir::Weight* w = lo.in[i].weight;
       if (!w || weights_.count(w)) continue;
       const gguf::TensorInfo* t = ws.at(w->name).tensor;
-      DeviceWeight dw{t->type, nullptr, 0, nullptr, 0, int64_t(t->rows()), int64_t(t->row_elems())};
+      DeviceWeight dw{t->type, nullptr, 0, nullptr, 0, nullptr, int64_t(t->rows()), int64_t(t->row_elems())};
       const auto [as_matmul, as_embed] = as_matmul_embed.at(w);
       if (as_matmul || as_embed) {
         if (!has_weight_kernel(t->type))
@@ -109,8 +109,23 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   drop_step_ = slots.drop_step;
   live_at_drop_ = slots.live_at_drop;
   gemm_ = Gemm::open(stream_, no_gemm_);
-  explain_.push_back(gemm_ ? fmt::format("matmuls of more than {} rows: weights dequantized to f16, cuBLAS GEMM "
-                                         "(f16 operands, f32 accumulation)", gemm_rows_)
+  if (gemm_ && sched.gemm_f16_weights) {
+    // Each matmul weight dequantized once, by the kernel a GEMM step would run: the same f16
+    // values, so the same logits, for 2 bytes of device memory a weight.
+    for (auto& [w, dw] : weights_) {
+      if (!as_matmul_embed.at(w).first) continue;
+      weight_memory_.emplace_back(size_t(dw.rows * dw.cols) * 2);
+      __half* h = weight_memory_.back().get<__half>();
+      if (dw.packed) weights_to_f16(dw.type, true, dw.packed, dw.packed_row_bytes, dw.rows, dw.cols, h, stream_);
+      else weights_to_f16(dw.type, false, dw.data, dw.row_bytes, dw.rows, dw.cols, h, stream_);
+      dw.f16 = h;
+    }
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    f16_weights_ = true;
+  }
+  explain_.push_back(gemm_ ? fmt::format("matmuls of more than {} rows: {}, cuBLAS GEMM (f16 operands, f32 "
+                                         "accumulation)", gemm_rows_, f16_weights_ ? "f16 copies of the weights made at "
+                                         "compile (gemm_f16_weights)" : "weights dequantized to f16 each step")
                            : fmt::format("no prefill GEMM ({}): every matmul on the decode kernels", no_gemm_));
   explain_.push_back(fmt::format("steps of at most {} rows: one CUDA graph replay", graph_rows_));
   explain_.push_back(mma_rows_ > 0 && mma_device()
@@ -172,7 +187,7 @@ void CudaPlan::grow(int64_t rows) {
     }
   }
   if (gemm_ && capacity_ > gemm_rows_) {
-    if (gemm_w_.bytes() < size_t(gemm_max_nk_) * 2) gemm_w_ = DeviceBuffer(size_t(gemm_max_nk_) * 2);
+    if (!f16_weights_ && gemm_w_.bytes() < size_t(gemm_max_nk_) * 2) gemm_w_ = DeviceBuffer(size_t(gemm_max_nk_) * 2);
     gemm_x_ = DeviceBuffer(size_t(capacity_ * q8_max_k_) * 2);
   }
   drop_graphs();  // they name the old buffers
@@ -333,6 +348,9 @@ class CudaBackend final : public Backend {
         // faster than the f16 GEMM (run G, H100: 2,192 against 1,960 t/s aggregate).
         {"", "gemm_rows", ScheduleKey::Type::integer, 0, 1 << 20, {}, int64_t(64),
          "matmuls of more rows than this dequantize to f16 and run a cuBLAS GEMM; fewer use the decode kernels"},
+        {"", "gemm_f16_weights", ScheduleKey::Type::boolean, 0, 0, {}, false,
+         "the GEMM reads f16 copies of the matmul weights made once at compile instead of dequantizing each weight "
+         "every step of more than gemm_rows rows (device memory: 2 bytes a weight more)"},
         {"", "mma_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(4),
          "decode-kernel matmuls of at least this many rows run on tensor cores (int8 MMA, 16 weight rows by up to 64 "
          "activation rows a warp, weights read once per 64 rows); fewer take the warp-per-row kernel (0: never)"}};
@@ -350,6 +368,7 @@ class CudaBackend final : public Backend {
     sched.mma_rows = sr.integer("mma_rows");
     sched.decode_fusion = sr.boolean("decode_fusion");
     sched.programmatic_launch = sr.boolean("programmatic_launch");
+    sched.gemm_f16_weights = sr.boolean("gemm_f16_weights");
     return std::make_unique<CudaPlan>(m, ws, sched);
   }
 };

@@ -30,7 +30,7 @@ struct Q8Buffer {
 // The cuda backend's schedule keys, read (CudaBackend::schedule_keys declares them).
 struct CudaSchedule {
   int64_t graph_rows = 32, gemm_rows = 64, mma_rows = 4;
-  bool decode_fusion = true, programmatic_launch = true;  // defaults: cuda_plan.cpp's keys
+  bool decode_fusion = true, programmatic_launch = true, gemm_f16_weights = false;  // defaults: cuda_plan.cpp's keys
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
@@ -77,6 +77,7 @@ struct DeviceWeight {
   size_t row_bytes = 0;
   const uint8_t* packed = nullptr;  // packed for matmul_q8, when the type has a kernel
   size_t packed_row_bytes = 0;
+  const void* f16 = nullptr;        // rows x cols f16, made once, for the GEMM (gemm_f16_weights)
   int64_t rows = 0, cols = 0;
 };
 
@@ -139,12 +140,13 @@ class CudaPlan final : public Plan {
   int64_t q8_max_k_ = 0;
   int64_t graph_rows_ = 0, gemm_rows_ = 0, mma_rows_ = 0;
   bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
+  bool f16_weights_ = false;          // every matmul weight has a resident f16 copy (gemm_f16_weights)
   DecodeFusion fusion_;
   std::unique_ptr<Gemm> gemm_;
   std::string no_gemm_;               // why gemm_ is null
   int64_t gemm_max_nk_ = 0;           // the largest matmul weight, in elements
   DeviceBuffer gemm_w_, gemm_x_;      // f16 weight tile and activations of a GEMM
-  DeviceBuffer top_buf_;               // run_top's ids, then its values
+  DeviceBuffer top_buf_;              // run_top's ids, then its values
   std::vector<int32_t> top_host_;     // the same, copied back
   DeviceBuffer attn_scratch_;         // partial results of the split decode attention
   std::map<GraphKey, cudaGraphExec_t> graphs_;

@@ -170,11 +170,15 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
     case Opcode::matmul: {
       const DeviceWeight& w = weight(lo.in[1], op);
       if (!q8_path(rows)) {
-        __half* wh = gemm_w_.get<__half>();
+        const __half* wh = static_cast<const __half*>(w.f16);
         __half* xh = gemm_x_.get<__half>();
         f32_to_f16(in(0), rows * w.cols, xh, stream_);
-        if (w.packed) weights_to_f16(w.type, true, w.packed, w.packed_row_bytes, w.rows, w.cols, wh, stream_);
-        else weights_to_f16(w.type, false, w.data, w.row_bytes, w.rows, w.cols, wh, stream_);
+        if (!wh) {  // dequantized for this step (gemm_f16_weights keeps copies instead)
+          __half* tile = gemm_w_.get<__half>();
+          if (w.packed) weights_to_f16(w.type, true, w.packed, w.packed_row_bytes, w.rows, w.cols, tile, stream_);
+          else weights_to_f16(w.type, false, w.data, w.row_bytes, w.rows, w.cols, tile, stream_);
+          wh = tile;
+        }
         gemm_->f16(wh, xh, w.rows, rows, w.cols, out, lo.cols);
       } else if (w.packed) {
         // q, k and v (gate and up) read one input: it is quantized once for all of them.
