@@ -1,15 +1,17 @@
 // Attention over the paged f16 KV cache. kv_store writes a step's keys and values at their
-// positions; attention gives each (row, query head) one block of kWarps warps: warp w walks
-// positions lo + w, lo + w + kWarps, ... with an online softmax (running max and sum), each
-// lane holding head_dim / 32 query and value_dim / 32 accumulator elements, and the warps'
-// partial results are merged at the end. Exact softmax semantics, fp32 arithmetic throughout.
-// Split (flash-decoding) for steps of few rows: one block per (row, head, chunk of kSplit
-// positions), each writing its (max, sum, unnormalised output) to scratch, and a combine
-// kernel merging the chunks — a decode row over 4,096 positions otherwise runs its 4,096 serial
-// steps on 4 warps of 32 blocks while the other multiprocessors idle. Each warp loads the keys
-// and values of several positions before using them (kBatch), so their loads overlap.
+// positions. Steps of more than kMaxDecodeRows rows (prefill) give each (row, query head) one
+// block of kWarps warps: warp w walks positions lo + w, lo + w + kWarps, ... with an online
+// softmax (running max and sum), each lane holding head_dim / 32 query and value_dim / 32
+// accumulator elements, and the warps' partial results are merged at the end. Steps of few rows
+// (decode) run attention_decode.cu: one block per (row, KV head, chunk of positions) for all
+// the query heads of the group, the chunks merged by a combine kernel when there are several
+// (flash-decoding); split_chunks below decides how many. Exact softmax semantics, fp32
+// arithmetic throughout.
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
+#include "backend/cuda/attention_decode.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -22,7 +24,8 @@ namespace loom::backend::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxSplitRows = 8;
+constexpr int kMaxDecodeRows = 8;
+
 
 __global__ void kv_store_kernel(KvView kv, StepTables st, const float* __restrict__ k, const float* __restrict__ v,
                                 int64_t rows) {
@@ -35,12 +38,8 @@ __global__ void kv_store_kernel(KvView kv, StepTables st, const float* __restric
   else kv.v[row * kv.v_width + (c - kv.k_width)] = __float2half_rn(v[r * kv.v_width + (c - kv.k_width)]);
 }
 
-constexpr int kSplit = 64;  // positions per block of the split kernel
-
-// Split == false: one block per (row, head) over all its positions, writing the output.
-// Split == true: block (row, head, chunk blockIdx.y) over positions [kSplit * chunk, + kSplit),
-// writing {max, sum, out[VD] unnormalised} to part at ((row * n_head + head) * chunks + chunk).
-template <int HD, int VD, bool Split>
+// One block per (row, head) over all its positions, writing the output (and its q8_1 codes).
+template <int HD, int VD>
 __global__ void __launch_bounds__(kWarps * kWarpSize)
     attention_kernel(AttentionShape a, KvView kv, StepTables st, const float* __restrict__ q, float* __restrict__ out,
                      int8_t* __restrict__ q8, float2* __restrict__ q8_ds) {
@@ -51,12 +50,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
   const int h = blockIdx.x % a.n_head, g = h / (a.n_head / a.n_kv);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int32_t seq = st.seq_of_row[r];
-  int32_t p = st.pos_of_row[r];
-  int32_t lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
-  if constexpr (Split) {
-    lo = max(lo, int32_t(blockIdx.y) * kSplit);
-    p = min(p, int32_t(blockIdx.y + 1) * kSplit - 1);
-  }
+  const int32_t p = st.pos_of_row[r];
+  const int32_t lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
 
   float qv[QL];
   const float* qr = q + r * int64_t(a.n_head) * HD + int64_t(h) * HD;
@@ -141,65 +136,27 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
 #pragma unroll
     for (int i = 0; i < VL; ++i) o[i] += sacc[w][lane + i * kWarpSize] * c;
   }
-  if constexpr (Split) {
-    float* part = out + (int64_t(blockIdx.x) * gridDim.y + blockIdx.y) * (VD + 2);
-    if (lane == 0) part[0] = mt, part[1] = lt;  // a chunk with no position: max -inf, sum 0
+  const int64_t e0 = r * int64_t(a.n_head) * VD + int64_t(h) * VD;
 #pragma unroll
-    for (int i = 0; i < VL; ++i) part[2 + lane + i * kWarpSize] = o[i];
-  } else {
-    const int64_t e0 = r * int64_t(a.n_head) * VD + int64_t(h) * VD;
-#pragma unroll
-    for (int i = 0; i < VL; ++i) {
-      const float v = o[i] / lt;
-      out[e0 + lane + i * kWarpSize] = v;
-      if (q8) quantize_q8_1_block(v, q8 + e0 + lane + i * kWarpSize, q8_ds + e0 / 32 + i, lane);
-    }
+  for (int i = 0; i < VL; ++i) {
+    const float v = o[i] / lt;
+    out[e0 + lane + i * kWarpSize] = v;
+    if (q8) quantize_q8_1_block(v, q8 + e0 + lane + i * kWarpSize, q8_ds + e0 / 32 + i, lane);
   }
 }
 
-// One block of VD threads per (row, head): the chunks' partial results merged by their maxima.
-template <int VD>
-__global__ void attention_combine_kernel(const float* __restrict__ part, int chunks, float* __restrict__ out,
-                                         int8_t* __restrict__ q8, float2* __restrict__ q8_ds) {
-  allow_next_kernel();
-  wait_previous_kernel();
-  const float* pr = part + int64_t(blockIdx.x) * chunks * (VD + 2);
-  float mt = -INFINITY;
-  for (int c = 0; c < chunks; ++c) mt = fmaxf(mt, pr[c * (VD + 2)]);
-  float lt = 0.f, o = 0.f;
-  for (int c = 0; c < chunks; ++c) {
-    const float m = pr[c * (VD + 2)];
-    if (m == -INFINITY) continue;
-    const float w = expf(m - mt);
-    lt += pr[c * (VD + 2) + 1] * w;
-    o += pr[c * (VD + 2) + 2 + threadIdx.x] * w;
-  }
-  const int64_t e = int64_t(blockIdx.x) * VD + threadIdx.x;  // block (row, head): VD consecutive outputs
-  out[e] = o / lt;
-  if (q8) quantize_q8_1_block(o / lt, q8 + e, q8_ds + e / 32, threadIdx.x % kWarpSize);
-}
-
-template <int HD, int VD>
-void launch_attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-                      int64_t rows, int chunks, float* scratch, int8_t* q8, float2* q8_ds, cudaStream_t s) {
-  const dim3 block(kWarps * kWarpSize);
-  if (chunks <= 1) {
-    launch(attention_kernel<HD, VD, false>, dim3(unsigned(rows * a.n_head)), block, s, a, kv, st, q, out, q8, q8_ds);
-    return;
-  }
-  const dim3 grid(unsigned(rows * a.n_head), unsigned(chunks));
-  launch(attention_kernel<HD, VD, true>, grid, block, s, a, kv, st, q, scratch, static_cast<int8_t*>(nullptr),
-         static_cast<float2*>(nullptr));
-  launch(attention_combine_kernel<VD>, dim3(unsigned(rows * a.n_head)), dim3(VD), s, static_cast<const float*>(scratch),
-         chunks, out, q8, q8_ds);
-}
-
-// Chunks of the split kernel for a step (1: no split): split while the rows' blocks alone
-// would leave most multiprocessors idle and the positions span more than one chunk.
+// Chunks of a decode step (1: the decode blocks write the output themselves). Steps of more
+// than kMaxDecodeRows rows run the prefill kernel and need no scratch. Otherwise: as many chunks
+// as bring the step to kMaxDecodeChunks blocks, each of at least kMinDecodeChunk positions of
+// the table bound. The bound, not the rows' positions (only the device knows those): each row's
+// actual positions are split evenly over the chunks, so a bound rounded up idles no block.
 int split_chunks(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows) {
+  if (rows > kMaxDecodeRows) return 1;
   const int64_t bound = int64_t(st.max_blocks) * kv.block_size;  // > every position of the step
-  if (rows > kMaxSplitRows || bound <= kSplit || rows * a.n_head >= 512) return 1;
-  return int((bound + kSplit - 1) / kSplit);
+  const int64_t blocks = rows * a.n_kv * group_parts(a);
+  const int64_t by_blocks = (kMaxDecodeChunks + blocks - 1) / blocks;
+  const int64_t by_bound = (bound + kMinDecodeChunk - 1) / kMinDecodeChunk;
+  return int(std::max<int64_t>(1, std::min(by_blocks, by_bound)));
 }
 
 }  // namespace
@@ -222,12 +179,17 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
   if (rows <= 0) return;
   const int hd = a.head_dim, vd = a.value_dim;
   if (hd != vd) cuda_invalid("attention: head_dim != value_dim has no kernel");
-  const size_t need = attention_scratch_floats(a, kv, st, rows);
-  const int chunks = scratch && need > 0 && need <= scratch_floats ? split_chunks(a, kv, st, rows) : 1;
+  if (rows <= kMaxDecodeRows) {
+    const size_t need = attention_scratch_floats(a, kv, st, rows);
+    const int chunks = scratch && need > 0 && need <= scratch_floats ? split_chunks(a, kv, st, rows) : 1;
+    decode_attention(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
+    return;
+  }
+  const dim3 grid(unsigned(rows * a.n_head)), block(kWarps * kWarpSize);
   switch (hd) {
-    case 64: launch_attention<64, 64>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
-    case 128: launch_attention<128, 128>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
-    case 256: launch_attention<256, 256>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
+    case 64: launch(attention_kernel<64, 64>, grid, block, s, a, kv, st, q, out, q8, q8_ds); break;
+    case 128: launch(attention_kernel<128, 128>, grid, block, s, a, kv, st, q, out, q8, q8_ds); break;
+    case 256: launch(attention_kernel<256, 256>, grid, block, s, a, kv, st, q, out, q8, q8_ds); break;
     default: cuda_invalid("attention: head_dim must be 64, 128 or 256");
   }
 }

@@ -136,9 +136,11 @@ struct AttentionShape {
   int n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
   float scale = 1, softcap = 0;
 };
-// With scratch of at least attention_scratch_floats() floats (nonzero for steps of few rows
-// over long contexts), positions are split across blocks and merged (flash-decoding); without
-// it, one block per (row, head) — the same function either way.
+// Steps of few rows (decode) run one block per (row, KV head, chunk) for all the query heads
+// of the group; with scratch of at least attention_scratch_floats() floats (nonzero for steps
+// of few rows over more than one chunk's positions), the chunks' partial results are merged
+// by a second kernel (flash-decoding); without it, one chunk per row. Steps of many rows
+// (prefill): one block per (row, head). The same function either way.
 // With q8 and q8_ds set, the output is also written in q8_1 (as quantize_q8_1 of `out` would:
 // row r's codes at q8 + r * n_head * value_dim), for the output projection.
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,

@@ -16,6 +16,16 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The sum over each aligned group of kLanes lanes (a power of two <= kWarpSize), every lane of
+// the group getting it: the xor partners of offsets < kLanes stay inside the group.
+template <int kLanes>
+__device__ __forceinline__ float lanes_sum(float v) {
+  static_assert(kLanes > 0 && kLanes <= kWarpSize && (kLanes & (kLanes - 1)) == 0, "lanes_sum: a power of two");
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = kWarpSize / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
