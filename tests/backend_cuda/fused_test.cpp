@@ -93,34 +93,56 @@ TEST(RopeKvStore, SameBitsAsRopeRopeAndStore) {
     }
 }
 
+// Every way attention writes its output: the decode kernel with one chunk a row (the table
+// bound within one chunk, and without scratch), with several chunks merged by the combine
+// kernel (2 and 16 chunks), and the prefill kernel (more than 8 rows).
 TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
   std::mt19937_64 rng(fresh_seed());
   SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
   AttentionShape a;
   a.n_head = 8, a.n_kv = 2, a.head_dim = 64, a.value_dim = 64, a.scale = 0.125f;
-  const int32_t bs = 16, max_blocks = 8, n_blocks = 8;
+  const int32_t bs = 16, n_blocks = 64;
   const int64_t kw = a.n_kv * 64, width = a.n_head * 64;
-  std::vector<int32_t> tables(max_blocks);
+  std::vector<int32_t> tables(n_blocks);  // sequence 0's table, read as 4, 8 or 64 entries wide
   std::iota(tables.begin(), tables.end(), 0);
   std::shuffle(tables.begin(), tables.end(), rng);
-  const std::vector<int32_t> seq = {0, 0}, pos = {120, 127};
   std::vector<uint16_t> kh(size_t(n_blocks) * bs * kw), vh(kh.size());
   for (auto& x : kh) x = quant::fp32_to_fp16(random_floats(rng, 1)[0]);
   for (auto& x : vh) x = quant::fp32_to_fp16(random_floats(rng, 1)[0]);
-  auto dk = DeviceBuffer::of(kh), dv = DeviceBuffer::of(vh), dq = DeviceBuffer::of(random_floats(rng, size_t(2 * width)));
-  auto dt = DeviceBuffer::of(tables), ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(pos);
+  auto dk = DeviceBuffer::of(kh), dv = DeviceBuffer::of(vh), dt = DeviceBuffer::of(tables);
   const KvView kv{dk.get<__half>(), dv.get<__half>(), kw, kw, bs};
-  const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), max_blocks};
-  const size_t split = attention_scratch_floats(a, kv, st, 2);
-  ASSERT_GT(split, 0u);
-  DeviceBuffer scratch(split * 4), out(size_t(2 * width) * 4), q8(size_t(2 * width)), q8ds(size_t(2 * width / 32) * 8);
-  for (bool use_split : {false, true}) {
-    SCOPED_TRACE(use_split ? "split" : "one block per row and head");
+  struct Case {
+    const char* what;
+    int32_t max_blocks;
+    std::vector<int32_t> pos;
+    bool scratch;
+    int chunks;  // expected: 1 = no scratch needed
+  };
+  const std::vector<int32_t> ten = {118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+  const Case cases[] = {{"one chunk: the bound within kMinChunk", 4, {40, 63}, true, 1},
+                        {"one chunk: no scratch", 8, {120, 127}, false, 2},
+                        {"two chunks merged", 8, {120, 127}, true, 2},
+                        {"sixteen chunks merged", 64, {1000, 1023}, true, 16},
+                        {"prefill kernel", 8, ten, true, 1}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const int64_t rows = int64_t(c.pos.size());
+    const std::vector<int32_t> seq(c.pos.size(), 0);
+    auto dq = DeviceBuffer::of(random_floats(rng, size_t(rows * width)));
+    auto ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(c.pos);
+    const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), c.max_blocks};
+    const size_t split = attention_scratch_floats(a, kv, st, rows);
+    ASSERT_EQ(split, c.chunks > 1 ? size_t(rows * width / 64) * size_t(c.chunks) * 66 : 0u);
+    DeviceBuffer scratch(std::max<size_t>(split, 1) * 4), out(size_t(rows * width) * 4), q8(size_t(rows * width)),
+        q8ds(size_t(rows * width / 32) * 8);
     for (auto* b : {&scratch, &out, &q8, &q8ds}) b->poison();
-    attention(a, kv, st, dq.get<float>(), out.get<float>(), 2, nullptr, use_split ? scratch.get<float>() : nullptr,
-              use_split ? split : 0, q8.get<int8_t>(), q8ds.get<float2>());
+    const bool use = c.scratch && split > 0;
+    attention(a, kv, st, dq.get<float>(), out.get<float>(), rows, nullptr, use ? scratch.get<float>() : nullptr,
+              use ? split : 0, q8.get<int8_t>(), q8ds.get<float2>());
     sync();
-    const Q8Rows ref = quantize_ref(out.to_host<float>(), width, 2, width);
+    const auto o = out.to_host<float>();
+    for (size_t i = 0; i < o.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "output " << i;
+    const Q8Rows ref = quantize_ref(o, width, rows, width);
     const auto q = q8.to_host<int8_t>();
     const auto d = q8ds.to_host<float2>();
     for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(q[i], ref.q[i]) << "code " << i;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <vector>
 
@@ -18,11 +17,6 @@ namespace loom::backend::cuda {
 namespace {
 
 using gguf::TensorType;
-
-std::vector<float> round_f16(std::vector<float> v) {
-  for (auto& x : v) x = quant::round_to_fp16(x);
-  return v;
-}
 
 void sync() { LOOM_CUDA_CHECK(cudaDeviceSynchronize()); }
 
@@ -208,85 +202,6 @@ TEST(Rope, NormalAndNeoxWithFactorsAndPartialRotation) {
           for (int64_t d = n_rot; d < head_dim; ++d) ASSERT_EQ(o[d], xi[d]);
         }
     }
-}
-
-// Two sequences in one step over shuffled blocks of a shared pool; GQA, a sliding window,
-// softcap; prefill-like (consecutive positions) and decode-like rows together.
-TEST(Attention, PagedGqaWindowSoftcapAgainstDoubleReference) {
-  std::mt19937_64 rng(fresh_seed());
-  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
-  for (int hd : {64, 128, 256}) {
-    AttentionShape a;
-    a.n_head = 8, a.n_kv = 2, a.head_dim = hd, a.value_dim = hd;
-    a.scale = 1.f / std::sqrt(float(hd));
-    for (int variant = 0; variant < 2; ++variant) {
-      a.window = variant ? 40 : 0;
-      a.softcap = variant ? 20.f : 0.f;
-      const int32_t bs = 16, max_blocks = 12, n_blocks = 2 * max_blocks;
-      const int64_t kw = a.n_kv * hd;
-      // Sequence 0 holds positions 0..150, sequence 1 positions 0..70; the step's rows are the
-      // last 5 positions of sequence 0 and the last one of sequence 1.
-      const int32_t len0 = 151, len1 = 71;
-      std::vector<int32_t> perm(n_blocks);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      std::vector<int32_t> tables(2 * max_blocks);
-      for (int i = 0; i < 2 * max_blocks; ++i) tables[i] = perm[i];
-      const auto kpool = round_f16(random_floats(rng, size_t(n_blocks * bs * kw)));
-      const auto vpool = round_f16(random_floats(rng, size_t(n_blocks * bs * kw)));
-      std::vector<uint16_t> kh(kpool.size()), vh(vpool.size());
-      for (size_t i = 0; i < kpool.size(); ++i) kh[i] = quant::fp32_to_fp16(kpool[i]), vh[i] = quant::fp32_to_fp16(vpool[i]);
-      std::vector<int32_t> seq = {0, 0, 0, 0, 0, 1}, pos = {146, 147, 148, 149, 150, 70};
-      (void)len0, (void)len1;
-      const int64_t rows = int64_t(seq.size());
-      const auto q = random_floats(rng, size_t(rows * a.n_head * hd));
-      auto dk = DeviceBuffer::of(kh), dv = DeviceBuffer::of(vh), dq = DeviceBuffer::of(q);
-      auto dt = DeviceBuffer::of(tables), ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(pos);
-      DeviceBuffer dout(size_t(rows * a.n_head * hd) * sizeof(float));
-      dout.poison();
-      KvView kv{dk.get<__half>(), dv.get<__half>(), kw, kw, bs};
-      StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), max_blocks};
-      // Without scratch: one block per (row, head); with it: positions split in chunks of 64
-      // and merged (the table bound, 12 blocks of 16, spans three chunks).
-      const size_t split_floats = attention_scratch_floats(a, kv, st, rows);
-      ASSERT_GT(split_floats, 0u);
-      DeviceBuffer scratch(split_floats * sizeof(float));
-      for (bool split : {false, true}) {
-      SCOPED_TRACE(split ? "split" : "one block per row and head");
-      dout.poison();
-      scratch.poison();
-      attention(a, kv, st, dq.get<float>(), dout.get<float>(), rows, nullptr, split ? scratch.get<float>() : nullptr,
-                split ? split_floats : 0);
-      sync();
-      const auto out = dout.to_host<float>();
-      for (int64_t r = 0; r < rows; ++r)
-        for (int h = 0; h < a.n_head; ++h) {
-          const int g = h / (a.n_head / a.n_kv);
-          const int32_t p = pos[r], lo = a.window > 0 ? std::max(0, p - a.window + 1) : 0;
-          std::vector<double> s;
-          for (int32_t j = lo; j <= p; ++j) {
-            const int64_t row = int64_t(tables[seq[r] * max_blocks + j / bs]) * bs + j % bs;
-            double d = 0;
-            for (int i = 0; i < hd; ++i) d += double(q[(r * a.n_head + h) * hd + i]) * kpool[row * kw + g * hd + i];
-            if (a.softcap > 0) d = std::tanh(d / a.softcap) * a.softcap;
-            s.push_back(d * a.scale);
-          }
-          const double mx = *std::max_element(s.begin(), s.end());
-          double sum = 0;
-          for (auto& x : s) sum += (x = std::exp(x - mx));
-          for (int i = 0; i < hd; ++i) {
-            double o = 0;
-            for (int32_t j = lo; j <= p; ++j) {
-              const int64_t row = int64_t(tables[seq[r] * max_blocks + j / bs]) * bs + j % bs;
-              o += s[j - lo] / sum * vpool[row * kw + g * hd + i];
-            }
-            ASSERT_NEAR(out[(r * a.n_head + h) * hd + i], o, 2e-5 * (1 + std::abs(o)))
-                << "hd " << hd << " variant " << variant << " row " << r << " head " << h;
-          }
-        }
-      }
-    }
-  }
 }
 
 TEST(KvStore, WritesRowsThroughBlockTables) {

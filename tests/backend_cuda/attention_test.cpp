@@ -1,0 +1,216 @@
+// Attention over the paged f16 KV cache against a double-precision reference, on fresh random
+// inputs (seed printed on failure), outputs and scratch poisoned with NaN before every launch.
+// Covers both kernels: decode by KV group (steps of <= 8 rows: one chunk, or several merged by
+// the combine kernel) and the prefill kernel (more rows); GQA ratios 1, 3, 4, 8 and 12 (a
+// group split over two blocks), head_dim 64/128/256, sliding windows and softcap, rows of
+// different sequences at depths up to 4,099 (not a multiple of any chunk), block tables
+// shuffled over a shared pool and as wide as the plan makes them (a power of two). Needs a GPU.
+//
+// Tolerance: |out - ref| <= 2e-5 (1 + |ref|), the bound this test has held the kernels to since
+// version 1 (fp32 scores, softmax and accumulation against double; the errors of sums of a few
+// thousand rounded terms of random sign stay well under it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kernels.h"
+#include "quant/quant.h"
+#include "random_inputs.h"
+
+namespace loom::backend::cuda {
+namespace {
+
+void sync() { LOOM_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+// A pool of f16 keys and values (k_width == v_width) holding sequences of the given lengths,
+// their blocks scattered over the pool in shuffled order; table entries past a sequence's
+// length are -1 (a read of one would fall outside the pool: compute-sanitizer reports it).
+struct Pool {
+  int32_t bs = 0, max_blocks = 0;
+  int64_t width = 0;
+  std::vector<float> k, v;
+  std::vector<int32_t> tables;
+  DeviceBuffer dk, dv, dt;
+
+  int64_t row(int32_t seq, int32_t p) const { return int64_t(tables[size_t(seq * max_blocks + p / bs)]) * bs + p % bs; }
+  KvView view() { return {dk.get<__half>(), dv.get<__half>(), width, width, bs}; }
+};
+
+Pool make_pool(std::mt19937_64& rng, const std::vector<int32_t>& lens, int32_t bs, int64_t width) {
+  Pool pool;
+  pool.bs = bs, pool.width = width;
+  int32_t need = 0, total = 0;
+  for (int32_t len : lens) need = std::max(need, (len + bs - 1) / bs), total += (len + bs - 1) / bs;
+  pool.max_blocks = 4;
+  while (pool.max_blocks < need) pool.max_blocks *= 2;  // as the plan rounds the table width
+  const int32_t n_blocks = total + 3;                   // a few blocks no sequence owns
+  std::vector<int32_t> perm(static_cast<size_t>(n_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  pool.tables.assign(lens.size() * size_t(pool.max_blocks), -1);
+  size_t next = 0;
+  for (size_t s = 0; s < lens.size(); ++s)
+    for (int32_t b = 0; b < (lens[s] + bs - 1) / bs; ++b) pool.tables[s * size_t(pool.max_blocks) + size_t(b)] = perm[next++];
+  const size_t n = size_t(n_blocks) * size_t(bs) * size_t(width);
+  pool.k = random_floats(rng, n);
+  pool.v = random_floats(rng, n);
+  std::vector<uint16_t> kh(n), vh(n);
+  for (size_t i = 0; i < n; ++i) {
+    kh[i] = quant::fp32_to_fp16(pool.k[i]), vh[i] = quant::fp32_to_fp16(pool.v[i]);
+    pool.k[i] = quant::fp16_to_fp32(kh[i]), pool.v[i] = quant::fp16_to_fp32(vh[i]);
+  }
+  pool.dk = DeviceBuffer::of(kh), pool.dv = DeviceBuffer::of(vh), pool.dt = DeviceBuffer::of(pool.tables);
+  return pool;
+}
+
+// softmax(scale * softcap(q . k)) . v over positions (pos - window, pos] of sequence seq, in
+// double, for query head h of row r.
+std::vector<double> reference(const AttentionShape& a, const Pool& pool, const std::vector<float>& q, int64_t r, int h,
+                              int32_t seq, int32_t pos) {
+  const int hd = a.head_dim, g = h / (a.n_head / a.n_kv);
+  const int32_t lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
+  const float* qh = q.data() + (r * a.n_head + h) * hd;
+  std::vector<double> s;
+  std::vector<int64_t> rows;
+  for (int32_t j = lo; j <= pos; ++j) {
+    rows.push_back(pool.row(seq, j));
+    const float* kr = pool.k.data() + rows.back() * pool.width + g * hd;
+    double d = 0;
+    for (int i = 0; i < hd; ++i) d += double(qh[i]) * kr[i];
+    if (a.softcap > 0) d = std::tanh(d / a.softcap) * a.softcap;
+    s.push_back(d * a.scale);
+  }
+  const double mx = *std::max_element(s.begin(), s.end());
+  double sum = 0;
+  for (auto& x : s) sum += (x = std::exp(x - mx));
+  std::vector<double> o(size_t(hd), 0.0);
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const float* vr = pool.v.data() + rows[j] * pool.width + g * hd;
+    for (int i = 0; i < hd; ++i) o[size_t(i)] += s[j] / sum * vr[i];
+  }
+  return o;
+}
+
+// Runs attention on the step (rows seq[r] at pos[r]); with_scratch: the scratch the plan would
+// size (attention_scratch_floats), else none. Output poisoned first.
+std::vector<float> run(const AttentionShape& a, Pool& pool, const std::vector<float>& q, const std::vector<int32_t>& seq,
+                       const std::vector<int32_t>& pos, bool with_scratch) {
+  const int64_t rows = int64_t(seq.size());
+  auto dq = DeviceBuffer::of(q), ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(pos);
+  const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), pool.dt.get<int32_t>(), pool.max_blocks};
+  const size_t floats = with_scratch ? attention_scratch_floats(a, pool.view(), st, rows) : 0;
+  DeviceBuffer scratch(std::max<size_t>(floats, 1) * sizeof(float)), out(size_t(rows * a.n_head * a.value_dim) * sizeof(float));
+  scratch.poison();
+  out.poison();
+  attention(a, pool.view(), st, dq.get<float>(), out.get<float>(), rows, nullptr, floats ? scratch.get<float>() : nullptr,
+            floats);
+  sync();
+  return out.to_host<float>();
+}
+
+void expect_reference(const AttentionShape& a, const Pool& pool, const std::vector<float>& q,
+                      const std::vector<int32_t>& seq, const std::vector<int32_t>& pos, const std::vector<float>& out) {
+  for (size_t r = 0; r < seq.size(); ++r)
+    for (int h = 0; h < a.n_head; ++h) {
+      const auto o = reference(a, pool, q, int64_t(r), h, seq[r], pos[r]);
+      for (int i = 0; i < a.head_dim; ++i) {
+        const float got = out[(r * size_t(a.n_head) + size_t(h)) * size_t(a.head_dim) + size_t(i)];
+        ASSERT_NEAR(got, o[size_t(i)], 2e-5 * (1 + std::abs(o[size_t(i)])))
+            << "row " << r << " (sequence " << seq[r] << ", position " << pos[r] << ") head " << h << " element " << i;
+      }
+    }
+}
+
+AttentionShape shape(int n_head, int n_kv, int hd, int window, float softcap) {
+  AttentionShape a;
+  a.n_head = n_head, a.n_kv = n_kv, a.head_dim = hd, a.value_dim = hd, a.window = window, a.softcap = softcap;
+  a.scale = 1.f / std::sqrt(float(hd));
+  return a;
+}
+
+// Decode steps of 8, 3 and 1 rows, each row its own sequence at its own depth (the last
+// position of each), every GQA ratio and head size, plain and with a window over several chunks
+// and softcap; each without scratch (one chunk a row) and with the plan's scratch (chunks
+// merged), the latter twice with the same bits.
+TEST(Attention, DecodeByGroupAgainstDoubleReference) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  const std::vector<int32_t> lens = {4100, 1, 64, 65, 1000, 2049, 300, 4034};
+  for (int hd : {64, 128, 256}) {
+    const int n_kv = 2;
+    Pool pool = make_pool(rng, lens, hd == 64 ? 32 : 16, int64_t(n_kv) * hd);
+    for (int ratio : {1, 3, 4, 8, 12}) {
+      if (ratio == 12 && hd != 128) continue;
+      for (int variant = 0; variant < 2; ++variant) {
+        const AttentionShape a = shape(ratio * n_kv, n_kv, hd, variant ? 300 : 0, variant ? 30.f : 0.f);
+        for (size_t rows : {size_t(8), size_t(3), size_t(1)}) {
+          if (rows != 8 && (ratio != 4 || variant)) continue;
+          SCOPED_TRACE(::testing::Message() << "hd " << hd << " ratio " << ratio << " variant " << variant << " rows " << rows);
+          std::vector<int32_t> seq(rows), pos(rows);
+          for (size_t r = 0; r < rows; ++r) seq[r] = int32_t(r), pos[r] = lens[r] - 1;
+          const auto q = random_floats(rng, rows * size_t(a.n_head * hd));
+          {
+            SCOPED_TRACE("one chunk a row (no scratch)");
+            expect_reference(a, pool, q, seq, pos, run(a, pool, q, seq, pos, false));
+          }
+          SCOPED_TRACE("chunks merged (the plan's scratch)");
+          const auto split = run(a, pool, q, seq, pos, true);
+          expect_reference(a, pool, q, seq, pos, split);
+          const auto again = run(a, pool, q, seq, pos, true);
+          ASSERT_EQ(std::memcmp(split.data(), again.data(), split.size() * sizeof(float)), 0) << "not the same bits twice";
+        }
+      }
+    }
+  }
+}
+
+// Two sequences in one step: prefill-like rows (consecutive positions of one sequence) and a
+// decode row together, over more than 8 rows (the prefill kernel) and over 6 (the decode
+// kernel), with a short window and softcap too.
+TEST(Attention, PagedGqaWindowSoftcapAgainstDoubleReference) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  for (int hd : {64, 128, 256}) {
+    Pool pool = make_pool(rng, {151, 71}, 16, 2 * hd);
+    for (int variant = 0; variant < 2; ++variant) {
+      const AttentionShape a = shape(8, 2, hd, variant ? 40 : 0, variant ? 20.f : 0.f);
+      for (int prefill_rows : {5, 11}) {
+        SCOPED_TRACE(::testing::Message() << "hd " << hd << " variant " << variant << " rows " << prefill_rows + 1);
+        std::vector<int32_t> seq, pos;
+        for (int i = 0; i < prefill_rows; ++i) seq.push_back(0), pos.push_back(151 - prefill_rows + i);
+        seq.push_back(1), pos.push_back(70);
+        const auto q = random_floats(rng, seq.size() * size_t(a.n_head * hd));
+        for (bool with_scratch : {false, true}) {
+          SCOPED_TRACE(with_scratch ? "with scratch" : "without scratch");
+          expect_reference(a, pool, q, seq, pos, run(a, pool, q, seq, pos, with_scratch));
+        }
+      }
+    }
+  }
+}
+
+// A decode step with enough (row, KV head) blocks to fill the device runs one chunk a row even
+// with scratch (attention_scratch_floats is 0): many KV heads, no GQA.
+TEST(Attention, DecodeStepOfManyHeadsNeedsNoScratch) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  const std::vector<int32_t> lens = {517, 3, 260, 129, 64, 450, 33, 200};
+  Pool pool = make_pool(rng, lens, 16, 40 * 64);
+  const AttentionShape a = shape(40, 40, 64, 0, 0.f);
+  std::vector<int32_t> seq(lens.size()), pos(lens.size());
+  for (size_t r = 0; r < lens.size(); ++r) seq[r] = int32_t(r), pos[r] = lens[r] - 1;
+  auto ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(pos);
+  const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), pool.dt.get<int32_t>(), pool.max_blocks};
+  ASSERT_EQ(attention_scratch_floats(a, pool.view(), st, int64_t(lens.size())), 0u);
+  const auto q = random_floats(rng, lens.size() * size_t(a.n_head * 64));
+  expect_reference(a, pool, q, seq, pos, run(a, pool, q, seq, pos, true));
+}
+
+}  // namespace
+}  // namespace loom::backend::cuda
