@@ -5,10 +5,12 @@
 // activations, "q8" matmul_q8 (warp per row) on packed weights and q8_1 activations, "mma" the
 // tensor-core path of batches (matmul_mma.cu), "glu"/"glu-mma" the 8B gate/up launch (the
 // activation quantization, shared by the matmuls reading one input, is timed on its own row). Run by
-// scripts/gpu-check; prints one table.
+// scripts/gpu-check; prints two tables: decode attention at depth (µs and KV bytes read per
+// second, bench_decode_attention), then the matmuls.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -38,6 +40,66 @@ float time_ms(int iters, const auto& fn) {
   return ms / iters;
 }
 
+// Decode attention (one row at position `depth`, f16 paged KV in blocks of 32 positions, the
+// table as wide as the plan rounds it, output and its q8_1 codes as a decode step writes them):
+// time per launch (the combine kernel included) and K + V bytes of the row's positions per
+// second. Copies of the pool, one sequence each, rotate so that the KV is read from DRAM.
+void bench_decode_attention(double copy_gbs) {
+  struct Case {
+    const char* model;
+    int n_head, n_kv, hd;
+    int32_t depth;
+  };
+  const Case cases[] = {{"8B", 32, 8, 128, 4096}, {"8B", 32, 8, 128, 1024}, {"1B", 32, 8, 64, 4096}, {"135M", 9, 3, 64, 4096}};
+  std::printf("| %-6s | %-12s | %-5s | %-4s | %-6s | %-9s | %-9s | %-8s |\n", "model", "heads/kv/dim", "depth", "rows",
+              "chunks", "us", "KV GB/s", "of copy");
+  std::printf("|--------|--------------|-------|------|--------|-----------|-----------|----------|\n");
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> nd;
+  for (const auto& c : cases) {
+    const int32_t bs = 32, positions = c.depth + 1, blocks = (positions + bs - 1) / bs;
+    int32_t max_blocks = 4;
+    while (max_blocks < blocks) max_blocks *= 2;
+    const int64_t width = int64_t(c.n_kv) * c.hd;
+    const size_t bytes = size_t(positions) * size_t(2 * width) * 2;  // K and V halves read
+    const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));
+    std::vector<int32_t> tables(size_t(copies) * max_blocks, 0), seqs(static_cast<size_t>(copies)), pos = {c.depth};
+    for (int s = 0; s < copies; ++s) {
+      seqs[size_t(s)] = s;
+      for (int32_t b = 0; b < blocks; ++b) tables[size_t(s) * max_blocks + b] = s * blocks + b;
+    }
+    const size_t pool_halves = size_t(copies) * blocks * bs * width;
+    std::vector<uint16_t> pool(pool_halves);
+    std::vector<uint16_t> tile(size_t(1) << 20);  // random halves, repeated: the values do not change the time
+    for (auto& x : tile) x = loom::quant::fp32_to_fp16(nd(rng));
+    for (size_t i = 0; i < pool_halves; ++i) pool[i] = tile[i % tile.size()];
+    std::vector<float> q(size_t(c.n_head) * c.hd);
+    for (auto& x : q) x = nd(rng);
+    auto dk = DeviceBuffer::of(pool), dv = DeviceBuffer::of(pool), dt = DeviceBuffer::of(tables);
+    auto ds = DeviceBuffer::of(seqs), dp = DeviceBuffer::of(pos), dq = DeviceBuffer::of(q);
+    DeviceBuffer out(q.size() * sizeof(float)), q8(q.size()), q8ds(q.size() / 32 * sizeof(float2));
+    AttentionShape a;
+    a.n_head = c.n_head, a.n_kv = c.n_kv, a.head_dim = c.hd, a.value_dim = c.hd, a.scale = 1.f / std::sqrt(float(c.hd));
+    const KvView kv{dk.get<__half>(), dv.get<__half>(), width, width, bs};
+    auto tables_of = [&](int s) {
+      return StepTables{ds.get<int32_t>() + s, dp.get<int32_t>(), dt.get<int32_t>(), max_blocks};
+    };
+    const size_t floats = attention_scratch_floats(a, kv, tables_of(0), 1);
+    DeviceBuffer scratch(std::max<size_t>(floats, 1) * sizeof(float));
+    const int chunks = floats ? int(floats / (size_t(c.n_head) * size_t(c.hd + 2))) : 1;
+    const float ms = time_ms(200, [&](int i) {
+      attention(a, kv, tables_of(i % copies), dq.get<float>(), out.get<float>(), 1, nullptr,
+                floats ? scratch.get<float>() : nullptr, floats, q8.get<int8_t>(), q8ds.get<float2>());
+    });
+    const double gbs = double(bytes) / (ms * 1e-3) / 1e9;
+    char dims[32];
+    std::snprintf(dims, sizeof dims, "%d/%d/%d", c.n_head, c.n_kv, c.hd);
+    std::printf("| %-6s | %-12s | %5d | %-4d | %6d | %9.1f | %9.0f | %7.0f%% |\n", c.model, dims, c.depth, 1, chunks,
+                ms * 1e3, gbs, 100 * gbs / copy_gbs);
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main() {
@@ -50,6 +112,7 @@ int main() {
   });
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
+  bench_decode_attention(copy_gbs);
   std::printf("| %-6s | %-6s | %-12s | %-4s | %-9s | %-9s | %-8s |\n", "type", "kernel", "N x K", "rows", "us", "GB/s",
               "of copy");
   std::printf("|--------|--------|--------------|------|-----------|-----------|----------|\n");
