@@ -172,13 +172,14 @@ TEST(Attention, DecodeByGroupAgainstDoubleReference) {
 
 // Two sequences in one step: prefill-like rows (consecutive positions of one sequence) and a
 // decode row together, over more than 8 rows (the prefill kernel) and over 6 (the decode
-// kernel), with a short window and softcap too.
+// kernel), with a short window and softcap too; blocks of 16 positions, and of 24 (not a power
+// of two: the decode kernel's division path).
 TEST(Attention, PagedGqaWindowSoftcapAgainstDoubleReference) {
   std::mt19937_64 rng(fresh_seed());
   SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
-  for (int hd : {64, 128, 256}) {
-    Pool pool = make_pool(rng, {151, 71}, 16, 2 * hd);
+  for (int hd : {64, 128, 256})
     for (int variant = 0; variant < 2; ++variant) {
+      Pool pool = make_pool(rng, {151, 71}, variant ? 24 : 16, 2 * hd);
       const AttentionShape a = shape(8, 2, hd, variant ? 40 : 0, variant ? 20.f : 0.f);
       for (int prefill_rows : {5, 11}) {
         SCOPED_TRACE(::testing::Message() << "hd " << hd << " variant " << variant << " rows " << prefill_rows + 1);
@@ -192,7 +193,6 @@ TEST(Attention, PagedGqaWindowSoftcapAgainstDoubleReference) {
         }
       }
     }
-  }
 }
 
 // A decode step with enough (row, KV head) blocks to fill the device runs one chunk a row even
