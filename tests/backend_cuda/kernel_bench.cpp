@@ -3,7 +3,8 @@
 // reported as weight bytes read per second against a device-to-device copy measured in the
 // same run (bytes read + written). Kernels per case: "f32" the dequantizing matmul_rows on f32
 // activations, "q8" matmul_q8 (warp per row) on packed weights and q8_1 activations, "mma" the
-// tensor-core path of batches (matmul_mma.cu), "glu"/"glu-mma" the 8B gate/up launch (the
+// tensor-core path of batches (matmul_mma.cu), "mma-w8" the same with K split over blocks of 8
+// warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-mma" the 8B gate/up launch (the
 // activation quantization, shared by the matmuls reading one input, is timed on its own row). Run by
 // scripts/gpu-check; prints two tables: decode attention at depth (µs and KV bytes read per
 // second, bench_decode_attention), then the matmuls.
@@ -172,6 +173,12 @@ int main() {
                  const MatmulPart part{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N};
                  matmul_q8_parts(&part, 1, MatmulEpilogue::store, c.K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
                                  {}, mma);
+               }), double(packed.size()));
+      if (tc && c.N <= 4096)  // the same with K split over blocks of 8 warps (mma_wide_split), narrow weights
+        report("mma-w8", rows, time_ms(50, [&](int i) {
+                 const MatmulPart part{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N};
+                 matmul_q8_parts(&part, 1, MatmulEpilogue::store, c.K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
+                                 {}, {scratch.get(), scratch.bytes(), 1, 8});
                }), double(packed.size()));
       if (c.N == 14336 && copies > 1) {  // the gate/up launch of the 8B shape: two weights, swiglu epilogue
         for (bool with_tc : {false, true}) {

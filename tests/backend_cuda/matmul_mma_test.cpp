@@ -2,8 +2,8 @@
 // with an MmaPath) on fresh random inputs, outputs poisoned with NaN: every weight type it takes,
 // row counts that fill one to eight seq tiles, a partial last tile and two passes (70 rows),
 // weights whose rows are not a multiple of the 16-row tile, both block shapes (K split over the
-// warps; four row tiles a block) — each against double-precision dots of the reference-
-// dequantized weights with the dequantized q8_1 activations (the epilogues on this path:
+// warps of blocks of 4 or 8; four row tiles a block) — each against double-precision dots of the
+// reference-dequantized weights with the dequantized q8_1 activations (the epilogues on this path:
 // fused_test.cpp). Needs a GPU (run by scripts/gpu-check, not ctest).
 #include <gtest/gtest.h>
 
@@ -40,8 +40,9 @@ TEST_P(MatmulMma, MatchesDequantizedWeightsDotQuantizedActivations) {
   ASSERT_TRUE(has_mma_kernel(type));
   std::mt19937_64 rng(fresh_seed() + uint64_t(type) * 131 + uint64_t(N * K));
   const Weight w = random_weight(rng, type, N, K);
-  for (int64_t rows : {4, 8, 13, 24, 33, 64, 70}) {
-    SCOPED_TRACE(::testing::Message() << "rows " << rows);
+  for (int64_t rows : {4, 8, 13, 24, 33, 64, 70})
+  for (int split_warps : {4, 8}) {  // K split over blocks of 4 or 8 warps (mma_wide_split)
+    SCOPED_TRACE(::testing::Message() << "rows " << rows << " split warps " << split_warps);
     const auto x = random_floats(rng, size_t(rows * K));
     auto dx = DeviceBuffer::of(x);
     DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * sizeof(float2));
@@ -51,7 +52,7 @@ TEST_P(MatmulMma, MatchesDequantizedWeightsDotQuantizedActivations) {
     quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
     const MatmulPart part{type, w.packed.get<uint8_t>(), w.row_bytes, N, dy.get<float>(), N};
     matmul_q8_parts(&part, 1, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr, {},
-                    {scratch.get(), scratch.bytes(), 1});
+                    {scratch.get(), scratch.bytes(), 1, split_warps});
     sync();
     const auto y = dy.to_host<float>();
     const auto xq = quantize_ref(x, K, rows, K).dequantized();
@@ -77,18 +78,21 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(info.param.K);
     });
 
-// A scratch too small for the rows is refused before any launch. (The parts launch with a
-// residual, the gated epilogues and their q8_1 output on this path: fused_test.cpp's
-// MatmulQ8Parts.TensorCorePathMixedTypesResidualAndGatedEpilogues.)
-TEST(MatmulMma, TooSmallScratchIsRefused) {
+// A scratch too small for the rows, or a split over other than 4 or 8 warps, is refused before
+// any launch. (The parts launch with a residual, the gated epilogues and their q8_1 output on
+// this path: fused_test.cpp's MatmulQ8Parts.TensorCorePathMixedTypesResidualAndGatedEpilogues.)
+TEST(MatmulMma, TooSmallScratchAndOddSplitAreRefused) {
   ASSERT_TRUE(mma_device());
   std::mt19937_64 rng(fresh_seed());
   const int64_t K = 512;
   const Weight w = random_weight(rng, TensorType::Q4_K, 67, K);
-  DeviceBuffer small(64);
+  DeviceBuffer small(64), enough(mma_scratch_bytes(8, K));
   const MatmulPart p{TensorType::Q4_K, w.packed.get<uint8_t>(), w.row_bytes, 67, nullptr, 67};
   EXPECT_THROW(matmul_q8_parts(&p, 1, MatmulEpilogue::store, K, nullptr, nullptr, 8, nullptr, {},
                                {small.get(), small.bytes(), 4}),
+               loom::Error);
+  EXPECT_THROW(matmul_q8_parts(&p, 1, MatmulEpilogue::store, K, nullptr, nullptr, 8, nullptr, {},
+                               {enough.get(), enough.bytes(), 4, 6}),
                loom::Error);
 }
 

@@ -74,10 +74,12 @@ def test_cuda_keys_declare_the_decode_latency_choices(loom_bin, tmp_path):
         pytest.skip("this build has no CUDA backend (nvcc was not found when it was configured)")
     _, prog, _ = ported(loom_bin, tmp_path)
     r = run_loom(loom_bin, "check", "--backend", "cuda", "--keys", prog)
-    for key in ["graph_rows", "gemm_rows", "gemm_f16_weights", "mma_rows", "decode_fusion", "programmatic_launch"]:
+    for key in ["graph_rows", "gemm_rows", "gemm_f16_weights", "mma_rows", "mma_wide_split", "decode_fusion",
+                "programmatic_launch"]:
         assert key in r.stdout, key
     _, prog, line = ported(loom_bin, tmp_path, "schedule { decode_fusion = 3 }")
     r = run_loom(loom_bin, "check", "--backend", "cuda", prog, check=False)
     assert r.returncode != 0 and f"tiny.loom:{line}:" in r.stderr and "decode_fusion" in r.stderr
-    _, prog, _ = ported(loom_bin, tmp_path, "schedule { decode_fusion = false, programmatic_launch = false, gemm_f16_weights = true }")
+    keys = "decode_fusion = false, programmatic_launch = false, gemm_f16_weights = true, mma_wide_split = true"
+    _, prog, _ = ported(loom_bin, tmp_path, f"schedule {{ {keys} }}")
     run_loom(loom_bin, "check", "--backend", "cuda", prog)

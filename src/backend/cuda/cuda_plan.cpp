@@ -31,7 +31,8 @@ namespace loom::backend::cuda {
 using passes::Opcode;
 
 CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched)
-    : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows) {
+    : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
+      mma_split_warps_(sched.mma_wide_split ? 8 : 4) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -130,7 +131,8 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   explain_.push_back(fmt::format("steps of at most {} rows: one CUDA graph replay", graph_rows_));
   explain_.push_back(mma_rows_ > 0 && mma_device()
                          ? fmt::format("decode-kernel matmuls of {} or more rows: int8 tensor-core tiles (16 weight rows "
-                                       "x up to 64 activation rows a warp)", mma_rows_)
+                                       "x up to 64 activation rows a warp; K split over blocks of {} warps)",
+                                       mma_rows_, mma_split_warps_)
                          : std::string("no tensor-core matmuls (mma_rows = 0, or a device before sm_80)"));
   explain_.push_back(programmatic_ ? "kernels launched with programmatic dependent launch (each starts while the one "
                                      "before drains; weights prefetched to L2 before the wait)"
@@ -353,7 +355,11 @@ class CudaBackend final : public Backend {
          "every step of more than gemm_rows rows (device memory: 2 bytes a weight more)"},
         {"", "mma_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(4),
          "decode-kernel matmuls of at least this many rows run on tensor cores (int8 MMA, 16 weight rows by up to 64 "
-         "activation rows a warp, weights read once per 64 rows); fewer take the warp-per-row kernel (0: never)"}};
+         "activation rows a warp, weights read once per 64 rows); fewer take the warp-per-row kernel (0: never)"},
+        // Off until measured: built after the last device call of its session (docs/cuda-kernels.md, 4c).
+        {"", "mma_wide_split", ScheduleKey::Type::boolean, 0, 0, {}, false,
+         "tensor-core store launches that split K over a block's warps use blocks of 8 warps (two an SM, 128 "
+         "registers) instead of 4: twice the warps in flight on narrow weights"}};
     return keys;
   }
   std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& ws, const CompileOptions&) const override {
@@ -369,6 +375,7 @@ class CudaBackend final : public Backend {
     sched.decode_fusion = sr.boolean("decode_fusion");
     sched.programmatic_launch = sr.boolean("programmatic_launch");
     sched.gemm_f16_weights = sr.boolean("gemm_f16_weights");
+    sched.mma_wide_split = sr.boolean("mma_wide_split");
     return std::make_unique<CudaPlan>(m, ws, sched);
   }
 };

@@ -31,6 +31,7 @@ struct Q8Buffer {
 struct CudaSchedule {
   int64_t graph_rows = 32, gemm_rows = 64, mma_rows = 4;
   bool decode_fusion = true, programmatic_launch = true, gemm_f16_weights = false;  // defaults: cuda_plan.cpp's keys
+  bool mma_wide_split = false;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
@@ -136,9 +137,10 @@ class CudaPlan final : public Plan {
   Q8Buffer q8_[2];
   DeviceBuffer gated_counters_;       // matmul_q8_parts' per-group counters (GatedQ8), kept zero
   DeviceBuffer mma_scratch_;          // activations re-laid for the tensor-core matmuls (MmaPath)
-  MmaPath mma() const { return {mma_scratch_.get(), mma_scratch_.bytes(), mma_rows_}; }
+  MmaPath mma() const { return {mma_scratch_.get(), mma_scratch_.bytes(), mma_rows_, mma_split_warps_}; }
   int64_t q8_max_k_ = 0;
   int64_t graph_rows_ = 0, gemm_rows_ = 0, mma_rows_ = 0;
+  int mma_split_warps_ = 4;           // mma_wide_split: 8
   bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
   bool f16_weights_ = false;          // every matmul weight has a resident f16 copy (gemm_f16_weights)
   DecodeFusion fusion_;

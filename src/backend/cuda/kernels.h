@@ -54,11 +54,13 @@ struct GatedQ8 {
 };
 // Batches of at least min_rows rows whose parts all have a tensor-core kernel (has_mma_kernel)
 // run on int8 MMA (matmul_mma.cu) on devices that have it (sm_80+), the activations re-laid in
-// `scratch` (at least mma_scratch_bytes(rows, K)); min_rows 0: never.
+// `scratch` (at least mma_scratch_bytes(rows, K)); min_rows 0: never. split_warps: the warps
+// of a block that splits K in a store launch (4 or 8; gated launches split over 4).
 struct MmaPath {
   void* scratch = nullptr;
   size_t bytes = 0;
   int64_t min_rows = 0;
+  int split_warps = 4;
 };
 bool has_mma_kernel(gguf::TensorType t);
 size_t mma_scratch_bytes(int64_t rows, int64_t K);

@@ -12,7 +12,7 @@
 // one 8-byte load and its two rows' scales one 16-byte load. A block is either 4 warps on 4 row
 // tiles over the whole K (64 rows: the warps read the same activations, shared through L1), or
 // one row tile whose K is split over the block's warps (small batches and narrow weights: more
-// warps, more loads in flight; 8 warps for store launches, 4 for gated ones), the partial sums
+// warps, more loads in flight; 4 warps, or 8 for store launches when asked), the partial sums
 // added in a fixed order (same bits every run).
 //
 // The MMA is inline PTX (sm_80+); matmul_q8_parts uses this path only on such devices, and a
@@ -33,8 +33,8 @@ namespace {
 
 using gguf::TensorType;
 
-constexpr int kWarps = 4;      // warps a block, but for the split-K blocks of store launches (kSplitWarps)
-constexpr int kSplitWarps = 8;
+constexpr int kWarps = 4;      // warps a block, but for the split-K blocks of store launches when
+constexpr int kSplitWarps = 8;  // MmaPath::split_warps asks for 8
 constexpr int kTile = 16;     // weight rows per warp tile
 constexpr int kSeqTile = 8;   // activation rows per MMA
 constexpr int kMaxSeqTiles = 8;
@@ -367,18 +367,19 @@ void launch_tiles(MmaParts P, const XTiles& x, cudaStream_t s) {
 }
 
 template <int NT>
-void launch_shape(const MmaParts& P, const XTiles& x, cudaStream_t s) {
+void launch_shape(const MmaParts& P, const XTiles& x, int split_warps, cudaStream_t s) {
   // Four row tiles a block share the activations through L1, but leave few blocks for narrow
   // weights: below ~2 blocks per SM of the H100/H200 (132), or for one seq tile (the weights,
   // not the activations, are then what the loads wait on), K is split instead.
   int64_t wide_blocks = 0;
   for (int i = 0; i < P.n; ++i)
     if (P.epilogue == MatmulEpilogue::store || i == 0) wide_blocks += (P.p[i].N + 4 * kTile - 1) / (4 * kTile);
-  // Split K of store launches goes over 8 warps: the 4096-row projections of an 8B step at 64
-  // rows gave 256 blocks of 4 warps, 7.75 warps an SM (ncu, run H: 11% occupancy, latency-bound).
-  // Gated launches keep 4 (their slices' sums would need 56 KB of shared memory at 8 tiles).
+  // Split K of store launches may go over 8 warps (schedule key mma_split_warps): the 4096-row
+  // projections of an 8B step at 64 rows gave 256 blocks of 4 warps, 7.75 warps an SM (ncu,
+  // run H: 11% occupancy, latency-bound). Gated launches keep 4 (their slices' sums would need
+  // 56 KB of shared memory at 8 tiles).
   if (NT >= 4 && wide_blocks >= 264) launch_tiles<NT, 4, kWarps>(P, x, s);
-  else if (P.epilogue == MatmulEpilogue::store) launch_tiles<NT, 1, kSplitWarps>(P, x, s);
+  else if (P.epilogue == MatmulEpilogue::store && split_warps == kSplitWarps) launch_tiles<NT, 1, kSplitWarps>(P, x, s);
   else launch_tiles<NT, 1, kWarps>(P, x, s);
 }
 
@@ -416,6 +417,7 @@ bool mma_device() {
 void matmul_mma_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
                       const float2* ds, int64_t rows, cudaStream_t s, const MmaPath& mma) {
   if (K % 32) cuda_invalid("matmul_mma: K must be a multiple of 32");
+  if (mma.split_warps != kWarps && mma.split_warps != kSplitWarps) cuda_invalid("matmul_mma: split_warps must be 4 or 8");
   if (mma.bytes < mma_scratch_bytes(rows, K)) cuda_invalid("matmul_mma: the scratch is smaller than the activations");
   const int64_t tiles = (rows + kSeqTile - 1) / kSeqTile, padded = packed_tiles(rows), G = K / 32;
   int2* codes = static_cast<int2*>(mma.scratch);
@@ -437,10 +439,10 @@ void matmul_mma_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, in
     }
     const XTiles x{codes + t0 * G * kWarpSize, scales + t0 * G * 4, G};
     switch (nt) {
-      case 1: launch_shape<1>(Pr, x, s); break;
-      case 2: launch_shape<2>(Pr, x, s); break;
-      case 3: case 4: launch_shape<4>(Pr, x, s); break;
-      default: launch_shape<8>(Pr, x, s); break;
+      case 1: launch_shape<1>(Pr, x, mma.split_warps, s); break;
+      case 2: launch_shape<2>(Pr, x, mma.split_warps, s); break;
+      case 3: case 4: launch_shape<4>(Pr, x, mma.split_warps, s); break;
+      default: launch_shape<8>(Pr, x, mma.split_warps, s); break;
     }
   }
 }
