@@ -374,7 +374,7 @@ void launch_shape(const MmaParts& P, const XTiles& x, int split_warps, cudaStrea
   int64_t wide_blocks = 0;
   for (int i = 0; i < P.n; ++i)
     if (P.epilogue == MatmulEpilogue::store || i == 0) wide_blocks += (P.p[i].N + 4 * kTile - 1) / (4 * kTile);
-  // Split K of store launches may go over 8 warps (schedule key mma_split_warps): the 4096-row
+  // Split K of store launches may go over 8 warps (schedule key mma_wide_split): the 4096-row
   // projections of an 8B step at 64 rows gave 256 blocks of 4 warps, 7.75 warps an SM (ncu,
   // run H: 11% occupancy, latency-bound). Gated launches keep 4 (their slices' sums would need
   // 56 KB of shared memory at 8 tiles).
