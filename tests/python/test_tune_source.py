@@ -4,12 +4,14 @@ command (no compiler: the build writes the wrapper from its source). Every tree 
 fresh checkout, the arms run the built binary out of process (`loom tune-arm`), and the normal
 gates decide: a source change that is genuinely faster is kept with its gain against the
 baseline; a build that fails, or only works thanks to a stale artifact, is reverted at the build
-gate; a child that under-reports its time is rejected by the timing audit; a child that dies
+gate; a build that drifts (its clean rebuild measurably slower than the final program) fails the
+close; a child that under-reports its time is rejected by the timing audit; a child that dies
 fails that candidate and the session goes on (a baseline child that dies is started again)."""
 import json
 import pathlib
 import subprocess
 
+from conftest import run_loom
 from test_tune import breakdown, commit_file, git, interrupt_after_first_decision, session, strip_comments, workload
 
 # The project's engine source. Constants a candidate edits decide what the built engine does;
@@ -20,6 +22,7 @@ import json, os, signal, subprocess, sys
 LOOM = "@LOOM@"
 FORCE_SCALAR = {force_scalar}  # this source lacks its SIMD kernels (the program is run on the scalar ones)
 LIE = False              # report half of every timed run's time
+SLOW = False             # report twice every timed run's time (as a slower build would measure)
 CRASH_AT = 0             # die (SIGKILL) at this timed run; 0: never
 PARTIAL = False          # leave the first row of every logits answer unwritten (the poison the child filled)
 MUTATE = False           # scribble on the input tokens (sent back, as the protocol does for a changed input)
@@ -32,7 +35,7 @@ if FORCE_SCALAR:
     copy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scalar-%d.loom" % os.getpid())
     open(copy, "w").write(text)
     args[args.index("--program") + 1] = copy
-if not (LIE or CRASH_AT or TRIGGER or PARTIAL or MUTATE):
+if not (LIE or SLOW or CRASH_AT or TRIGGER or PARTIAL or MUTATE):
     os.execv(LOOM, [LOOM] + args)
 
 child = subprocess.Popen([LOOM] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -60,9 +63,9 @@ for line in sys.stdin.buffer:
     child.stdin.flush()
     head = child.stdout.readline()
     reply = json.loads(head)
-    if LIE and req["op"] == "timed_run" and reply.get("ok"):
+    if (LIE or SLOW) and req["op"] == "timed_run" and reply.get("ok"):
         for k in ("prefill_seconds", "decode_seconds", "untimed_seconds"):
-            reply[k] /= 2
+            reply[k] = reply[k] / 2 if LIE else reply[k] * 2
         head = (json.dumps(reply) + "\n").encode()
     if MUTATE and req["op"] == "logits" and reply.get("ok"):
         reply["tokens_after"] = [t + 1 for t in req["tokens"]]
@@ -87,15 +90,27 @@ chmod +x out/loom
 """
 
 
-def project(loom_bin, tmp_path, force_scalar=False, trigger="", **contract):
+# A build that is not reproducible: it counts its runs in a file outside the tree ($2) and from
+# its second run on writes an engine that reports twice each timed run's time.
+DRIFTING_BUILD = """set -e
+mkdir -p out
+n=$(( $(cat "$2" 2>/dev/null || echo 0) + 1 ))
+echo $n > "$2"
+sed "s|@LOOM@|$1|" engine.py.in > out/loom
+if [ $n -ge 2 ]; then sed -i 's/^SLOW = False/SLOW = True/' out/loom; fi
+chmod +x out/loom
+"""
+
+
+def project(loom_bin, tmp_path, force_scalar=False, trigger="", build=BUILD, build_args="", **contract):
     """A workload repository with the program, the engine's source and its build."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     contract.setdefault("timing", {"prompts": ["The quick brown fox jumps over the lazy dog.", "Once upon a time"],
                                    "generate_tokens": 16, "pairs": 10, "warmup": 1})
-    wl = workload(loom_bin, tmp_path, build={"command": f"sh build.sh {pathlib.Path(loom_bin).resolve()}",
-                                             "binary": "out/loom"}, **contract)
+    command = f"sh build.sh {pathlib.Path(loom_bin).resolve()} {build_args}".strip()
+    wl = workload(loom_bin, tmp_path, build={"command": command, "binary": "out/loom"}, **contract)
     (wl / "engine.py.in").write_text(ENGINE.format(force_scalar=force_scalar, trigger=trigger))
-    (wl / "build.sh").write_text(BUILD)
+    (wl / "build.sh").write_text(build)
     (wl / ".gitignore").write_text("out/\n")
     git(wl, "add", "-A")
     git(wl, "commit", "-qm", "the engine's source and its build")
@@ -163,6 +178,30 @@ def test_a_faster_source_change_is_kept_through_process_arms(loom_bin, tmp_path)
 def run_verify(loom_bin, s):
     return subprocess.run([str(loom_bin), "evidence", "verify", str(s / "evidence")], capture_output=True, text=True,
                           check=True).stdout
+
+
+def test_a_clean_rebuild_measurably_slower_than_the_final_program_fails_the_close(loom_bin, tmp_path):
+    # The build drifts: the baseline's (its first run) is honest, every later one reports twice
+    # each timed run's time, outputs unchanged. Nothing is tried, so the final program is the
+    # baseline's; the close's fresh rebuild of the final commit reproduces its outputs bit for bit
+    # but measures half as fast: clean_rebuild fails, the close fails, and accept refuses.
+    counter = tmp_path / "builds.count"
+    wl = project(loom_bin, tmp_path, build=DRIFTING_BUILD, build_args=str(counter))
+    s = session(loom_bin, wl, "--no-search")
+    b = breakdown(s)
+    close = {g["gate"]: g for g in b["validation"]["close"]}
+    rebuilt = close["clean_rebuild"]
+    assert not rebuilt["passed"], rebuilt
+    t = rebuilt["metrics"]["rebuilt_vs_final"]
+    # The floor: 1 - the contract's min_gain, or the baseline's A/A lower bound where lower.
+    assert t["ci95"][1] < t["fails_below"] <= 0.98, t
+    assert t["fails_below"] == min(0.98, b["baseline"]["self_timing"]["ci95"][0]), (t, b["baseline"])
+    assert "outputs reproduced bit for bit" in rebuilt["detail"] and "measurably slower" in rebuilt["detail"]
+    assert close["rollback_drill"]["passed"]  # outputs only: the drifted build still health-checks
+    assert not b["validation"]["close_gates_passed"]
+    r = run_loom(loom_bin, "accept", s, check=False)
+    assert r.returncode == 1 and "a close gate failed" in r.stderr
+    assert int(counter.read_text()) == 3  # baseline, clean rebuild, rollback drill
 
 
 def test_a_failing_build_and_a_stale_artifact_fail_the_build_gate(loom_bin, tmp_path):
