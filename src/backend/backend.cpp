@@ -57,7 +57,6 @@ KvElem parse_kv_elem(const std::string& name) {
 // come in ascending order, so an equal logit never displaces a kept one (lowest id wins ties).
 void top_logits(std::span<const float> row, int32_t k, TopLogit* out) {
   if (k < 1 || size_t(k) > row.size()) loom::fail("top_logits: k = {} outside [1, {}]", k, row.size());
-  auto better = [](const TopLogit& a, const TopLogit& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
   if (k == 1) {
     TopLogit best{0, row[0]};
     for (size_t i = 1; i < row.size(); ++i)
@@ -71,14 +70,14 @@ void top_logits(std::span<const float> row, int32_t k, TopLogit* out) {
     const TopLogit c{int32_t(i), row[i]};
     if (heap.size() < size_t(k)) {
       heap.push_back(c);
-      std::push_heap(heap.begin(), heap.end(), better);
-    } else if (better(c, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), better);
+      std::push_heap(heap.begin(), heap.end(), ranks_before);
+    } else if (ranks_before(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), ranks_before);
       heap.back() = c;
-      std::push_heap(heap.begin(), heap.end(), better);
+      std::push_heap(heap.begin(), heap.end(), ranks_before);
     }
   }
-  std::sort_heap(heap.begin(), heap.end(), better);
+  std::sort_heap(heap.begin(), heap.end(), ranks_before);
   std::copy(heap.begin(), heap.end(), out);
 }
 

@@ -74,9 +74,14 @@ struct TopLogit {
   float logit;
 };
 
-// The k largest entries of a row (1 <= k <= row.size()), most likely first and, among equal
-// logits, lowest id first: the order greedy and top-k sampling see (runtime/sampler.h), and
-// the definition every backend's run_top matches.
+// The order of run_top's entries: most likely first and, among equal logits, lowest id first
+// (the order greedy and top-k sampling see, runtime/sampler.h).
+inline bool ranks_before(const TopLogit& a, const TopLogit& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// The k largest entries of a row (1 <= k <= row.size()) in ranks_before's order: the
+// definition every backend's run_top matches.
 void top_logits(std::span<const float> row, int32_t k, TopLogit* out);
 
 class Plan {

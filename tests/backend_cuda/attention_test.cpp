@@ -100,11 +100,12 @@ std::vector<double> reference(const AttentionShape& a, const Pool& pool, const s
 // Runs attention on the step (rows seq[r] at pos[r]); with_scratch: the scratch the plan would
 // size (attention_scratch_floats), else none. Output poisoned first.
 std::vector<float> run(const AttentionShape& a, Pool& pool, const std::vector<float>& q, const std::vector<int32_t>& seq,
-                       const std::vector<int32_t>& pos, bool with_scratch) {
+                       const std::vector<int32_t>& pos, bool with_scratch, size_t* scratch_floats = nullptr) {
   const int64_t rows = int64_t(seq.size());
   auto dq = DeviceBuffer::of(q), ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(pos);
   const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), pool.dt.get<int32_t>(), pool.max_blocks};
   const size_t floats = with_scratch ? attention_scratch_floats(a, pool.view(), st, rows) : 0;
+  if (scratch_floats) *scratch_floats = floats;
   DeviceBuffer scratch(std::max<size_t>(floats, 1) * sizeof(float)), out(size_t(rows * a.n_head * a.value_dim) * sizeof(float));
   scratch.poison();
   out.poison();
@@ -160,7 +161,9 @@ TEST(Attention, DecodeByGroupAgainstDoubleReference) {
             expect_reference(a, pool, q, seq, pos, run(a, pool, q, seq, pos, false));
           }
           SCOPED_TRACE("chunks merged (the plan's scratch)");
-          const auto split = run(a, pool, q, seq, pos, true);
+          size_t floats = 0;
+          const auto split = run(a, pool, q, seq, pos, true, &floats);
+          ASSERT_GT(floats, 0u) << "the plan's scratch must split these rows into chunks";
           expect_reference(a, pool, q, seq, pos, split);
           const auto again = run(a, pool, q, seq, pos, true);
           ASSERT_EQ(std::memcmp(split.data(), again.data(), split.size() * sizeof(float)), 0) << "not the same bits twice";

@@ -167,14 +167,14 @@ std::vector<Weight> parts_weights(std::mt19937_64& rng, int64_t K) {
 // The checks of both tests below, for each row count; tensor_cores: through the MMA path
 // (matmul_mma.cu, every row count at or above its min_rows of 4), else the warp-per-row kernel.
 void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, int64_t K,
-                           std::initializer_list<int64_t> row_counts, bool tensor_cores) {
+                           std::initializer_list<int64_t> row_counts, bool tensor_cores, int split_warps = 4) {
   for (int64_t rows : row_counts) {
     SCOPED_TRACE(::testing::Message() << "rows " << rows);
     const auto x = random_floats(rng, size_t(rows * K));
     auto dx = DeviceBuffer::of(x);
     DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * 8);
     DeviceBuffer scratch(tensor_cores ? mma_scratch_bytes(rows, K) : 0);
-    const MmaPath mma = tensor_cores ? MmaPath{scratch.get(), scratch.bytes(), 4} : MmaPath{};
+    const MmaPath mma = tensor_cores ? MmaPath{scratch.get(), scratch.bytes(), 4, split_warps} : MmaPath{};
     quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
     const auto xq = quantize_ref(x, K, rows, K).dequantized();
     // Store, part 1 with a residual.
@@ -258,7 +258,8 @@ TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
 }
 
 // The same on the tensor-core path (its gated output's q8_1 form written by the quantize
-// kernel after the launch): rows 5, 16 and 40 (one seq tile, two, and five padded to eight).
+// kernel after the launch): rows 5, 16 and 40 (one seq tile, two, and five padded to eight);
+// again with store launches splitting K over blocks of 8 warps (mma_wide_split).
 TEST(MatmulQ8Parts, TensorCorePathMixedTypesResidualAndGatedEpilogues) {
   ASSERT_TRUE(mma_device()) << "the tensor-core path needs sm_80 or later";
   std::mt19937_64 rng(fresh_seed() + 1);
@@ -266,6 +267,8 @@ TEST(MatmulQ8Parts, TensorCorePathMixedTypesResidualAndGatedEpilogues) {
   const int64_t K = 512;
   const std::vector<Weight> w = parts_weights(rng, K);
   check_parts_and_gated(rng, w, K, {5, 16, 40}, true);
+  SCOPED_TRACE("K split over 8 warps");
+  check_parts_and_gated(rng, w, K, {5, 16, 40}, true, 8);
 }
 
 // norm + q8 -> matmul with a residual -> norm + q8 -> ..., 24 kernels deep, captured in a graph

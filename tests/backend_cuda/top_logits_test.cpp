@@ -49,8 +49,7 @@ TEST(TopLogits, DeviceSelectionIsTheHostsOnEveryRow) {
             std::memcpy(&v, &h[size_t(rows * k) + at], 4);
             got[size_t(j)] = {h[at], v};
           }
-          std::sort(got.begin(), got.end(),
-                    [](auto& a, auto& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); });
+          std::sort(got.begin(), got.end(), ranks_before);
           backend::top_logits({x.data() + r * V, size_t(V)}, k, want.data());
           for (int j = 0; j < k; ++j) {
             ASSERT_EQ(got[size_t(j)].id, want[size_t(j)].id)

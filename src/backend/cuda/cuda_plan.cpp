@@ -216,8 +216,7 @@ void CudaPlan::run_top(const StepBatch& batch, KvStorage& kv, int32_t k, TopLogi
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   const float* hv = reinterpret_cast<const float*>(top_host_.data() + n);
   for (size_t i = 0; i < n; ++i) out[i] = {top_host_[i], hv[i]};
-  auto better = [](const TopLogit& a, const TopLogit& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
-  for (int64_t r = 0; r < kept; ++r) std::sort(out + r * k, out + (r + 1) * k, better);
+  for (int64_t r = 0; r < kept; ++r) std::sort(out + r * k, out + (r + 1) * k, ranks_before);
 }
 
 // Uploads the step's tables and enqueues its kernels (a graph replay where it can); returns the
