@@ -8,6 +8,7 @@ fail the test, so the oracle suite cannot pass without running; run by hand, the
 way the message says what is missing and how to get it. The C++ tests follow the same rule
 (tests/support/real_models.h)."""
 import importlib
+import json
 import os
 import pathlib
 import subprocess
@@ -131,6 +132,13 @@ def smollm2(models_dir):
 @pytest.fixture(scope="session")
 def gemma3(models_dir):
     return _model(models_dir, "gemma-3-270m-it-Q4_K_M.gguf")
+
+
+def json_lines(text):
+    """The records of JSON-lines output. Split on newlines only: str.splitlines() also breaks at
+    U+0085, U+2028 and U+2029, which JSON strings may carry unescaped (a grammar's sampled
+    string once did, and its record came back cut in two)."""
+    return [json.loads(line) for line in text.split("\n") if line]
 
 
 def run_loom(loom_bin, *args, check=True, **kw):

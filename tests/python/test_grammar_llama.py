@@ -23,7 +23,7 @@ import tarfile
 
 import pytest
 
-from conftest import require_module, run_loom
+from conftest import json_lines, require_module, run_loom
 
 SDIST = pathlib.Path(os.environ.get("LOOM_CACHE", pathlib.Path.home() / ".cache" / "loom")) / "sdist" / \
     "llama_cpp_python-0.3.36.tar.gz"
@@ -120,8 +120,8 @@ def test_example_grammars_accept_and_reject_like_llama_cpp(loom_bin, smollm2, gr
     skipped = []
     for name, path in sorted(grammars.items()):
         text = path.read_text()
-        drawn = [json.loads(line) for line in run_loom(
-            loom_bin, "grammar", "--gbnf", path, "--sample", 12 * SAMPLES, "--seed", seed, "--max-len", 160).stdout.splitlines()]
+        drawn = json_lines(run_loom(
+            loom_bin, "grammar", "--gbnf", path, "--sample", 12 * SAMPLES, "--seed", seed, "--max-len", 160).stdout)
         drawn = [s for s in drawn if s and llama.covers(s)][:SAMPLES]
         if not drawn:  # e.g. random kanji: few are single SmolLM2 tokens
             skipped.append(name)
@@ -129,9 +129,8 @@ def test_example_grammars_accept_and_reject_like_llama_cpp(loom_bin, smollm2, gr
         alphabet = sorted(set("".join(drawn)) | set(" \n\"{}[]()0a,.-+*#"))
         strings = drawn + [fuzz(s, rng, alphabet) for s in drawn for _ in range(MUTANTS)]
         strings = [s for s in strings if s and llama.covers(s)]
-        ours = [json.loads(line) for line in run_loom(
-            loom_bin, "grammar", "--gbnf", path, "--match", input="".join(json.dumps(s) + "\n" for s in strings)
-        ).stdout.splitlines()]
+        ours = json_lines(run_loom(
+            loom_bin, "grammar", "--gbnf", path, "--match", input="".join(json.dumps(s) + "\n" for s in strings)).stdout)
         for s, o in zip(strings, ours):  # Loom's byte prefix down to a character boundary
             b = s.encode()
             while o["prefix"] < len(b) and o["prefix"] > 0 and (b[o["prefix"]] & 0xC0) == 0x80:

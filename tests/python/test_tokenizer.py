@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import require_module
+from conftest import json_lines, require_module
 
 llama_cpp = require_module("llama_cpp")
 
@@ -79,7 +79,7 @@ def loom_batch(loom_bin, model, corpus, tmp_path, add_special, parse_special):
     if parse_special:
         args.append("--parse-special")
     r = subprocess.run(args, capture_output=True, check=True)
-    recs = [json.loads(l) for l in r.stdout.decode().splitlines()]
+    recs = json_lines(r.stdout.decode())
     assert len(recs) == len(corpus)
     return recs
 
@@ -203,7 +203,7 @@ def test_every_token_piece_matches_llama_cpp(request, loom_bin, which):
     llm = llama_for(model)
     vocab = vocab_of(llm)
     r = subprocess.run([str(loom_bin), "tokenize", "-m", str(model), "--dump-pieces"], capture_output=True, check=True)
-    recs = [json.loads(l) for l in r.stdout.decode().splitlines()]
+    recs = json_lines(r.stdout.decode())
     assert len(recs) == llama_cpp.llama_vocab_n_tokens(vocab)
     bad = []
     for rec in recs:
