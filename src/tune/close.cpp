@@ -61,7 +61,8 @@ GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const s
         floor = std::min(floor, self["ci95"][0].get<double>());
       const bool slower = r.ci_hi < floor;
       g.metrics["rebuilt_vs_final"] = {{"pairs", r.pairs}, {"ratio_median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}},
-                                       {"ci_holds_1", holds}, {"fails_below", floor}};
+                                       {"ci_holds_1", holds}, {"fails_below", floor},
+                                       {"final_tps", t.a_tps}, {"rebuilt_tps", t.b_tps}};
       g.detail += fmt::format("; timed against the session's final program: ratio {:.4f} [{:.4f}, {:.4f}]{}", r.median,
                               r.ci_lo, r.ci_hi,
                               slower  ? fmt::format(": measurably slower (upper bound below {:.4f}: 1 - min_gain, or the "

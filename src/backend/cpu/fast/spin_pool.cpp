@@ -13,10 +13,6 @@
 namespace loom::backend::cpu::fast {
 
 namespace {
-// How long a worker keeps spinning after a section before it sleeps. Long enough to bridge
-// the single-threaded gaps of a decode step (sampling, small ops on the caller), short
-// enough that an idle session stops burning a core quickly.
-constexpr auto kSpinFor = std::chrono::microseconds(2000);
 constexpr uint64_t kClosed = 1u << 31, kCountMask = kClosed - 1;
 }  // namespace
 

@@ -10,6 +10,7 @@
 // instead of waiting a scheduler time slice for it.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -27,6 +28,12 @@ class SpinPool {
   SpinPool& operator=(const SpinPool&) = delete;
 
   int size() const { return n_threads_; }
+
+  // How long a worker keeps spinning after a section before it sleeps. Long enough to bridge
+  // the single-threaded gaps of a decode step (sampling, small ops on the caller), short
+  // enough that an idle session stops burning a core quickly. Whoever times two engines one
+  // after the other waits this long between them (tune/verdict.cpp).
+  static constexpr std::chrono::microseconds kSpinFor{2000};
 
   // fn(i, thread) once for every i in [0, n), handed out one index at a time from a shared
   // counter, so a thread slowed by another process on its core takes fewer indices. The first
