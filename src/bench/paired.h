@@ -19,7 +19,8 @@ struct PairedRun {
 };
 
 // Runs `warmup` + `pairs` rounds; in each, `a` and `b` (when set), `a` first in even rounds and
-// `b` first in odd ones (round numbers as above), so neither arm always runs second. Progress:
+// `b` first in odd ones (round numbers as above), so neither arm always runs second; each run
+// starts after a pause that outlasts the CPU pool's spinning workers (paired.cpp). Progress:
 // called before each round with (round, total rounds) when set.
 PairedRun run_paired(int warmup, int pairs, const PairedArm& a, const PairedArm& b,
                      const std::function<void(int, int)>& progress = {});

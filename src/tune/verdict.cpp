@@ -4,7 +4,6 @@
 #include <tuple>
 #include <thread>
 
-#include "backend/cpu/fast/spin_pool.h"
 #include "bench/paired.h"
 
 namespace loom::tune {
@@ -40,19 +39,12 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
     return fresh_inputs(in.seed * 1000003 + uint64_t(round + c.warmup), 1, in.timing_lengths[k], a.vocab())[0];
   };
   const bool warm_cache = c.cache_state == "warm";
-  // Each timed run starts once the run before it has gone quiet: the CPU pool's workers spin
-  // for a while after their last section, so without the pause a short run of one arm shares
-  // its cores with the other arm's spinning workers. Two arms of one process share nothing
-  // and an A/A pair never sees it, but two engines do: a fresh rebuild timed against the
-  // final program read 0.57-0.86 of it here on a 2-core host, and 1.10-1.23 in another run.
-  const auto settle = [] { std::this_thread::sleep_for(2 * backend::cpu::fast::SpinPool::kSpinFor); };
   const auto rate = [](const Timed& t) { return (t.prompt_tokens + t.generated_tokens) / t.seconds(); };
   try {
     const auto run = bench::run_paired(
         c.warmup, pairs,
         [&](int r, bool warm) {
           const auto prompt = input(r);
-          settle();
           const auto called = std::chrono::steady_clock::now();
           const Timed t = a.timed_run(prompt, c.generate_tokens, warm_cache);
           if (!warm) {
@@ -63,7 +55,6 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
         },
         [&](int r, bool warm) {
           const auto prompt = input(r);
-          settle();
           in_b = 1;
           const auto called = std::chrono::steady_clock::now();
           const Timed t = b.timed_run(prompt, c.generate_tokens, warm_cache);

@@ -32,7 +32,7 @@ class SpinPool {
   // How long a worker keeps spinning after a section before it sleeps. Long enough to bridge
   // the single-threaded gaps of a decode step (sampling, small ops on the caller), short
   // enough that an idle session stops burning a core quickly. Whoever times two engines one
-  // after the other waits this long between them (tune/verdict.cpp).
+  // after the other waits this out between them (bench/paired.cpp).
   static constexpr std::chrono::microseconds kSpinFor{2000};
 
   // fn(i, thread) once for every i in [0, n), handed out one index at a time from a shared
