@@ -387,7 +387,7 @@ loom::cli::RegisterVerb reg("bench", [](CLI::App& root) {
   c->add_option("--parallel", *par,
                 "sequences decoded at once, comma-separated: llama-batched-bench's aggregate S_TG / S_PP with "
                 "-p/-n tokens per sequence (its -npl, -npp, -ntg)");
-  c->add_option("--backend", a->backend, loom::backend::backend_choices())->capture_default_str();
+  loom::cli::add_backend_option(*c, a->backend);
   c->add_option("--kv-type", a->kv_type, "Loom's KV cache storage: f16, f32 or q8_0 (the peer keeps its default)")
       ->capture_default_str();
   c->add_option("--vs", a->vs, "peer on the same file: llama.cpp (llama-cpp-python) or a path to llama-bench");

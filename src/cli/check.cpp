@@ -75,7 +75,7 @@ const RegisterVerb reg("check", [](CLI::App& root) {
   auto* cmd = root.add_subcommand("check", "Parse and verify a .loom model program");
   cmd->add_option("program", a->path, "the .loom file")->required();
   cmd->add_flag("--print", a->print, "print the program in canonical form instead of a summary");
-  cmd->add_option("--backend", a->backend, "check the schedule against this backend's keys: " + backend::backend_choices());
+  add_backend_option(*cmd, a->backend, "check the schedule against this backend's keys: " + backend::backend_choices());
   cmd->add_flag("--keys", a->keys, "list the schedule keys of the backend (default cpu)");
   cmd->add_flag("--explain", a->explain,
                 "compile with the program's weights (found as `loom run` finds them, or --gguf) and print the "

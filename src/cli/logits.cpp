@@ -84,7 +84,7 @@ const RegisterVerb reg("logits", [](CLI::App& root) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--out", a->out, "output file")->required();
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
-  cmd->add_option("--backend", a->backend, backend::backend_choices())->capture_default_str();
+  add_backend_option(*cmd, a->backend);
   cmd->add_option("--dump-dir", a->dump_dir,
                   "write every op's result as DIR/<value>.f32 (sets the schedule's dump_dir; the fast backend skips "
                   "matmul results)");

@@ -107,7 +107,7 @@ const RegisterVerb reg("perplexity", [](CLI::App& root) {
   cmd->add_option("--chunks", a->chunks, "at most this many chunks (-1: all)");
   cmd->add_option("--json", a->json, "also write the figures to this JSON file");
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
-  cmd->add_option("--backend", a->backend, backend::backend_choices())->capture_default_str();
+  add_backend_option(*cmd, a->backend);
   cmd->callback([a] { run_perplexity(*a); });
 });
 

@@ -21,7 +21,7 @@ namespace loom::cli {
 void GenerationFlags::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", model, "model .gguf, or .loom program")->required();
   cmd.add_option("--gguf", gguf, "weights for a .loom program (default: found next to it, checked by sha256)");
-  cmd.add_option("--backend", backend, backend::backend_choices())->capture_default_str();
+  add_backend_option(cmd, backend);
   cmd.add_option("-t,--threads", threads, "threads (0: the program's schedule, else all cores)");
   cmd.add_option("-c,--ctx-size", n_ctx, "context length (0: min(4096, the program's bound))");
   cmd.add_option("--kv-type", kv_type, "KV cache storage: f16, f32 or q8_0 (llama.cpp's -ctk/-ctv)")

@@ -74,7 +74,7 @@ const RegisterVerb reg("serve", [](CLI::App& root) {
   auto a = std::make_shared<ServeArgs>();
   cmd->add_option("-m,--model", a->model, "model .gguf, or .loom program")->required();
   cmd->add_option("--gguf", a->gguf, "weights for a .loom program");
-  cmd->add_option("--backend", a->backend, backend::backend_choices())->capture_default_str();
+  add_backend_option(*cmd, a->backend);
   cmd->add_option("-t,--threads", a->threads, "threads (0: the program's schedule, else all cores)");
   cmd->add_option("-c,--ctx-size", a->n_ctx, "context length per sequence (0: min(4096, the program's bound))");
   cmd->add_option("-P,--parallel,--np", a->parallel, "sequences decoded together at most")->capture_default_str()

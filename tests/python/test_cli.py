@@ -60,6 +60,22 @@ def test_run_is_deterministic_and_honours_the_limit(loom_bin, smollm2):
     assert n == 5, text  # this prompt does not end within 5 tokens
 
 
+def test_device_picks_the_backend_and_no_gpu_is_a_clear_error(loom_bin, smollm2):
+    # --device is --backend's other spelling: the same greedy output on the CPU either way.
+    assert loom_run(loom_bin, smollm2, "-n", "6", "--temp", "0", "--device", "cpu") == \
+        loom_run(loom_bin, smollm2, "-n", "6", "--temp", "0", "--backend", "cpu")
+    for verb in (["run", "-p", PROMPT, "-n", "2"], ["bench", "-p", "8", "-n", "2", "-r", "1"]):
+        r = run_loom(loom_bin, verb[0], "-m", smollm2, *verb[1:], "--device", "cuda", check=False)
+        if os.path.exists("/dev/nvidia0"):  # a GPU machine runs it
+            assert r.returncode == 0, r.stderr
+            continue
+        # Without a GPU (or without CUDA in the build): an error naming why, not a crash.
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert re.search(r"no CUDA device is visible|this build has no CUDA backend", r.stderr), r.stderr
+    r = run_loom(loom_bin, "run", "-m", smollm2, "-p", PROMPT, "--device", "gpu", check=False)
+    assert r.returncode == 1 and 'unknown backend "gpu" (known: cpu, cpu-ref' in r.stderr, r.stderr
+
+
 def _read_until(fd, pattern, timeout, buf):
     """Reads the pty into buf until `pattern` matches the text after what was matched before."""
     end = time.time() + timeout

@@ -365,7 +365,7 @@ class CudaBackend final : public Backend {
     check_schedule(m, schedule_keys(), name());
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
-      loom::fail("--backend cuda: no CUDA device is visible on this machine");
+      loom::fail("the cuda backend: no CUDA device is visible on this machine");
     const ScheduleReader sr(m, schedule_keys());
     CudaSchedule sched;
     sched.graph_rows = sr.integer("graph_rows");
