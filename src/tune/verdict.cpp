@@ -19,18 +19,23 @@ json Verdict::to_json() const {
 PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, int pairs, int threads_before) {
   PairedTiming out;
   std::atomic<bool> stop{false};
-  std::atomic<int> seen{0}, in_b{0};
+  std::atomic<int> seen{0}, running{0};  // running: 0 none, 1 A, 2 B
   // An arm in a process of its own is counted there (its main thread and whatever it starts);
   // an in-process arm by this process's threads beyond those alive before it opened.
   const bool own_process = b.own_threads().has_value();
   const auto threads_now = [&] { return own_process ? b.own_threads().value_or(0) : process_threads(); };
   // Samples the threads while B runs: a candidate that starts workers behind the contract's
-  // back shows them here even when it joins them before returning. Another process's /proc
-  // entries are sampled every 2 ms, not 200 us: at 200 us the reads slowed the child they
-  // watched (a baseline timed against itself read 0.85-0.92 on a busy 2-core host; ~1.0 at 2 ms).
+  // back shows them here even when it joins them before returning. The sampling costs the run
+  // beside it a share of a core, so A's runs are sampled the same way (and the count dropped):
+  // sampled during B's runs only, a baseline timed against itself read 0.936 [0.925, 0.957] on
+  // a 2-core host (in-process, every 200 us). Another process's /proc entries are read every
+  // 2 ms, not 200 us: at 200 us the reads slowed the child they watched (0.85-0.92 A/A).
   std::thread watcher([&] {
     while (!stop.load()) {
-      if (in_b.load()) seen = std::max(seen.load(), threads_now());
+      if (const int r = running.load()) {
+        const int n = threads_now();
+        if (r == 2) seen = std::max(seen.load(), n);
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(own_process ? 2000 : 200));
     }
   });
@@ -45,21 +50,24 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
         c.warmup, pairs,
         [&](int r, bool warm) {
           const auto prompt = input(r);
+          running = 1;
           const auto called = std::chrono::steady_clock::now();
           const Timed t = a.timed_run(prompt, c.generate_tokens, warm_cache);
+          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count();
+          running = 0;
           if (!warm) {
             out.a_runs.push_back(t);
-            out.a_wall_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count());
+            out.a_wall_seconds.push_back(wall);
           }
           return rate(t);
         },
         [&](int r, bool warm) {
           const auto prompt = input(r);
-          in_b = 1;
+          running = 2;
           const auto called = std::chrono::steady_clock::now();
           const Timed t = b.timed_run(prompt, c.generate_tokens, warm_cache);
           const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count();
-          in_b = 0;
+          running = 0;
           // Persistent workers are visible at any time, however short the run was.
           seen = std::max(seen.load(), threads_now());
           if (!warm) {
