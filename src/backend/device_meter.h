@@ -20,6 +20,11 @@ class DeviceMeter {
   // What a pin ledger records of the device, read now: "name", "driver", "sm_clock_mhz",
   // "mem_clock_mhz", "power_limit_w", "power_w". A fact that is unreadable here is absent.
   virtual std::map<std::string, std::string> facts() const { return {}; }
+  // The device memory's rate in GB/s as a device-to-device copy moves it (bytes read plus bytes
+  // written a second, as ANCHORS.md measures a card), measured now: the decode ceiling of a
+  // backend whose weights live there. nullopt for the host's memory (the CPU backends' ceiling
+  // is bench's read probe on their threads) or when the probe cannot run.
+  virtual std::optional<double> copy_gbs() { return std::nullopt; }
 };
 
 // The CPU package's RAPL counter (/sys/class/powercap) where readable; peak memory is the

@@ -45,17 +45,26 @@ struct BenchArgs {
 // tg's bytes per token are the weights plus the KV rows a token reads at the bench's depth;
 // the int8 peak is the best probe, or the best rate a measured prefill implied when that was
 // higher (a peak some kernel exceeded was not the machine's).
+// On a device with memory of its own (cuda) the decode ceiling is that memory's copy rate and
+// no int8 peak is probed (the host's would say nothing of it): no pp ceiling there.
 struct Ceiling {
   bench::Work work;
   double bandwidth_gbs = 0, int8_gops = 0, probe_gops = 0;
+  bool device_copy = false;  // bandwidth_gbs is the device's copy rate, not the host's read rate
   double tg_bytes(int depth, int n) const { return work.decode_bytes_at(depth, n); }
   double tg_tps(int depth, int n) const { return tg_bytes(depth, n) > 0 ? bandwidth_gbs * 1e9 / tg_bytes(depth, n) : 0; }
   double pp_tps() const { return work.ops > 0 ? int8_gops * 1e9 / work.ops : 0; }
 };
 
-Ceiling measure_ceiling(const loom::runtime::LoadedModel& model, int threads, loom::backend::KvElem kv_elem) {
+Ceiling measure_ceiling(const loom::runtime::LoadedModel& model, int threads, loom::backend::KvElem kv_elem,
+                        loom::backend::DeviceMeter& meter) {
   Ceiling c;
   c.work = bench::work_per_token(model.module, *model.file, kv_elem);
+  if (const auto gbs = meter.copy_gbs()) {
+    c.bandwidth_gbs = *gbs;
+    c.device_copy = true;
+    return c;
+  }
   // Over a buffer the size of one token's weights: a file that fits the last-level cache is
   // read from it, not from DRAM, and so is this buffer.
   const size_t bytes = std::max<size_t>(size_t(64) << 20, size_t(c.work.decode_bytes));
@@ -218,9 +227,9 @@ void run_bench(const BenchArgs& a) {
   std::optional<Ceiling> ceil;
   if (a.ceiling) {
     progress(a, "measuring the machine's read bandwidth and int8 peak …");
-    ceil = measure_ceiling(model, threads, ro.kv_elem);
+    ceil = measure_ceiling(model, threads, ro.kv_elem, *meter);
     for (const auto& t : tests)
-      if (t.kind == "pp")
+      if (t.kind == "pp" && !ceil->device_copy)
         for (const auto* v : {&t.loom_tps, &t.peer_tps})
           if (!v->empty()) ceil->int8_gops = std::max(ceil->int8_gops, bench::quantile(*v, 1.0) * ceil->work.ops / 1e9);
   }
@@ -260,15 +269,21 @@ void run_bench(const BenchArgs& a) {
     return fmt::format("{:.3f} J/tok, {:.0f} W", t.joules / t.energy_tokens, t.joules / t.energy_seconds);
   };
   if (ceil) {
+    const auto or_null = [&](double v) { return ceil->device_copy ? json(nullptr) : json(v); };
     out["ceiling"] = {{"decode_bytes_per_token", ceil->work.decode_bytes}, {"ops_per_token", ceil->work.ops},
-                      {"read_bandwidth_gbs", ceil->bandwidth_gbs}, {"int8_peak_gops", ceil->int8_gops},
-                      {"int8_probe_gops", ceil->probe_gops}, {"pp_tps", ceil->pp_tps()}};
+                      {"bandwidth", ceil->device_copy ? "device copy (read + write)" : "host read"},
+                      {"read_bandwidth_gbs", ceil->bandwidth_gbs}, {"int8_peak_gops", or_null(ceil->int8_gops)},
+                      {"int8_probe_gops", or_null(ceil->probe_gops)}, {"pp_tps", or_null(ceil->pp_tps())}};
     for (const auto& t : tests)
-      if (t.kind == "tg")
+      if (t.kind == "tg") {
+        const double bytes = ceil->tg_bytes(a.depth, t.n), tps = bench::quantile(t.loom_tps, 0.5);
         out["ceiling"]["tg"].push_back({{"test", "tg" + std::to_string(t.n)},
-                                        {"bytes_per_token", ceil->tg_bytes(a.depth, t.n)},
-                                        {"kv_bytes_per_token", ceil->tg_bytes(a.depth, t.n) - ceil->work.decode_bytes},
-                                        {"tps", ceil->tg_tps(a.depth, t.n)}});
+                                        {"bytes_per_token", bytes},
+                                        {"kv_bytes_per_token", bytes - ceil->work.decode_bytes},
+                                        {"tps", ceil->tg_tps(a.depth, t.n)},
+                                        {"loom_achieved_gbs", tps * bytes / 1e9},
+                                        {"loom_of_ceiling", tps / ceil->tg_tps(a.depth, t.n)}});
+      }
   }
   for (const auto& t : tests) {
     json j = {{"test", test_name(t)}, {"loom_tps", summary_json(bench::summarize(t.loom_tps))}, {"energy", energy_json(t)}};
@@ -333,13 +348,21 @@ void run_bench(const BenchArgs& a) {
     const double limit = ceil->tg_tps(a.depth, t.n), kv_mib = (ceil->tg_bytes(a.depth, t.n) - ceil->work.decode_bytes) / (1 << 20);
     std::string of_peer;
     if (peer && !t.peer_tps.empty()) of_peer = fmt::format(", llama.cpp {:.0f}%", 100 * bench::quantile(t.peer_tps, 0.5) / limit);
-    std::printf("ceiling tg%d: (%.1f MiB of weights + %.1f MiB of %s KV at depth %d) per token / %.1f GB/s read (%d threads,"
-                " buffer of that size) = %.1f t/s; loom %.0f%%%s\n",
-                t.n, ceil->work.decode_bytes / (1 << 20), kv_mib, a.kv_type.c_str(), a.depth, ceil->bandwidth_gbs, threads,
-                limit, 100 * bench::quantile(t.loom_tps, 0.5) / limit, of_peer.c_str());
+    const std::string rate = ceil->device_copy
+                                 ? fmt::format("{:.1f} GB/s device copy (read + write, 1 GiB)", ceil->bandwidth_gbs)
+                                 : fmt::format("{:.1f} GB/s read ({} threads, buffer of that size)", ceil->bandwidth_gbs, threads);
+    const double tps = bench::quantile(t.loom_tps, 0.5);
+    std::printf("ceiling tg%d: (%.1f MiB of weights + %.1f MiB of %s KV at depth %d) per token / %s = %.1f t/s; loom %.0f%%"
+                " (%.1f GB/s)%s\n",
+                t.n, ceil->work.decode_bytes / (1 << 20), kv_mib, a.kv_type.c_str(), a.depth, rate.c_str(), limit,
+                100 * tps / limit, tps * ceil->tg_bytes(a.depth, t.n) / 1e9, of_peer.c_str());
   }
   for (const auto& t : tests) {
     if (t.kind != "pp") continue;
+    if (ceil->device_copy) {
+      std::printf("ceiling pp%d: not measured on this device (no int8 tensor-core probe)\n", t.n);
+      continue;
+    }
     const double limit = ceil->pp_tps();
     std::string of_peer;
     if (peer && !t.peer_tps.empty()) of_peer = fmt::format(", llama.cpp {:.0f}%", 100 * bench::quantile(t.peer_tps, 0.5) / limit);

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "quant/quant.h"
@@ -224,6 +225,21 @@ TEST(KvStore, WritesRowsThroughBlockTables) {
     for (int64_t c = 0; c < kw; ++c) ASSERT_EQ(kh[row * kw + c], quant::fp32_to_fp16(k[r * kw + c]));
     for (int64_t c = 0; c < vw; ++c) ASSERT_EQ(vh[row * vw + c], quant::fp32_to_fp16(v[r * vw + c]));
   }
+}
+
+// `loom bench --ceiling`'s decode ceiling on this backend: the card's copy rate, measured by
+// the meter with memory the program's peak does not count, leaving no CUDA error behind.
+TEST(DeviceMeter, CopyRateIsTheCardsAndOutsideThePeak) {
+  const auto meter = make_cuda_meter();
+  DeviceBuffer held(size_t(1) << 20);
+  const double peak = *meter->peak_bytes();
+  const auto gbs = meter->copy_gbs();
+  ASSERT_TRUE(gbs.has_value());
+  // HBM cards copy at 1-5 TB/s (read + write); a figure outside (0.1, 20) TB/s is no copy rate.
+  EXPECT_GT(*gbs, 100.0);
+  EXPECT_LT(*gbs, 20000.0);
+  EXPECT_EQ(*meter->peak_bytes(), peak);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 }  // namespace

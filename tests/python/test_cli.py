@@ -137,6 +137,18 @@ def test_bench_json_and_parallel(loom_bin, tmp_path):
     assert all(t["loom_tps"]["median"] > 0 and t["loom_pp_tps"]["median"] > 0 for t in tests)
     bad = run_loom(loom_bin, "bench", "-m", model, "--parallel", "2", "-d", "8", check=False)
     assert bad.returncode != 0 and "--parallel" in bad.stderr
+    # --ceiling: the decode row's bytes a token against the memory's measured rate, and what
+    # loom achieved of it (the median rate times those bytes).
+    r = run_loom(loom_bin, "bench", "-m", model, "-p", "16", "-n", "8", "-r", "2", "--warmup", "0", "--json", "-q",
+                 "--ceiling", "-d", "32")
+    out = json.loads(r.stdout)
+    c = out["ceiling"]
+    [tg] = c["tg"]
+    med = next(t for t in out["tests"] if t["test"] == "tg8")["loom_tps"]["median"]
+    assert c["bandwidth"] == "host read" and c["read_bandwidth_gbs"] > 0 and c["pp_tps"] > 0
+    assert tg["bytes_per_token"] > c["decode_bytes_per_token"] and tg["kv_bytes_per_token"] > 0  # depth 32: KV read
+    assert abs(tg["loom_achieved_gbs"] - med * tg["bytes_per_token"] / 1e9) <= 1e-9 * tg["loom_achieved_gbs"]
+    assert abs(tg["loom_of_ceiling"] - med / tg["tps"]) <= 1e-9 * tg["loom_of_ceiling"]
 
 
 def test_context_past_the_trained_one(loom_bin, tmp_path):

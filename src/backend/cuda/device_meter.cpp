@@ -2,6 +2,7 @@
 // the driver loaded; Volta and later), NVML loaded with dlopen so that the binary links and
 // runs where no driver is installed (CI); peak memory from the backend's own allocations
 // (device_buffer.h counts every DeviceBuffer: weights, KV pool, activations, workspaces).
+#include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -43,6 +44,35 @@ class NvmlMeter final : public DeviceMeter {
     return double(mj) * 1e-3;
   }
   std::optional<double> peak_bytes() const override { return double(DeviceBuffer::peak_bytes()); }
+  // 1 GiB copied into another GiB (20x the largest L2 of these cards), best of 5 after one
+  // untimed copy. Plain cudaMalloc, not DeviceBuffers: the probe's memory is not the program's
+  // and must not show in its peak.
+  std::optional<double> copy_gbs() override {
+    constexpr size_t kBytes = size_t(1) << 30;
+    void *src = nullptr, *dst = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    std::optional<double> gbs;
+    if (cudaMalloc(&src, kBytes) == cudaSuccess && cudaMalloc(&dst, kBytes) == cudaSuccess &&
+        cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess &&
+        cudaMemset(src, 1, kBytes) == cudaSuccess && cudaMemcpy(dst, src, kBytes, cudaMemcpyDeviceToDevice) == cudaSuccess) {
+      float best_ms = 0;
+      for (int r = 0; r < 5; ++r) {
+        float ms = 0;
+        if (cudaEventRecord(start) != cudaSuccess || cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+            cudaEventRecord(stop) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, start, stop) != cudaSuccess)
+          break;
+        if (ms > 0 && (best_ms == 0 || ms < best_ms)) best_ms = ms;
+      }
+      if (best_ms > 0) gbs = 2.0 * double(kBytes) / (double(best_ms) * 1e-3) / 1e9;
+    }
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (src) cudaFree(src);
+    if (dst) cudaFree(dst);
+    cudaGetLastError();  // a failed probe leaves no sticky error for the next caller
+    return gbs;
+  }
   std::string why_no_energy() const override { return why_; }
   std::map<std::string, std::string> facts() const override {
     std::map<std::string, std::string> f;
