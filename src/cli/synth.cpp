@@ -13,6 +13,7 @@ loom::cli::RegisterVerb reg("synth", [](CLI::App& root) {
     std::string shape, out, type = "f16";
     uint64_t seed = 0;
     uint32_t vocab = 0, layers = 0;
+    double gain = 0;
     bool list = false;
   };
   auto o = std::make_shared<Opts>();
@@ -23,6 +24,10 @@ loom::cli::RegisterVerb reg("synth", [](CLI::App& root) {
   c->add_option("--type", o->type, "weight type: f16 (default), f32, bf16, q8_0");
   c->add_option("--vocab", o->vocab, "vocabulary size (overrides the shape's)");
   c->add_option("--layers", o->layers, "layer count (overrides the shape's)");
+  c->add_option("--gain", o->gain,
+                 "the layers' matrices drawn with std gain / sqrt(row length), capped at 0.02 (default 0: std 0.02 "
+                 "everywhere)")
+      ->check(CLI::Range(0.0, 16.0));
   c->add_flag("--list", o->list, "list the known shapes");
   c->callback([o] {
     if (o->list) {
@@ -38,6 +43,7 @@ loom::cli::RegisterVerb reg("synth", [](CLI::App& root) {
     opt.type = *t;
     if (o->vocab) opt.n_vocab = o->vocab;
     if (o->layers) opt.n_layer = o->layers;
+    opt.gain = o->gain;
     auto r = loom::synth::write_model(shape, opt, o->out);
     fmt::print("wrote {}: {} ({}), {} tensors, {:.1f} M params, {:.1f} MiB of tensor data\n", o->out, o->shape,
                o->type, r.tensors, double(r.params) / 1e6, double(r.bytes) / (1 << 20));

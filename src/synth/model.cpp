@@ -209,11 +209,19 @@ SynthResult write_model(const ModelShape& shape_in, const SynthOptions& opt, con
     const uint64_t row = d.dims[0], rows = d.dims.size() > 1 ? d.nbytes / *gguf::row_bytes(d.type, row) : 1;
     const uint64_t rb = *gguf::row_bytes(d.type, row);
     const double centre = t.kind == SynthTensor::Norm ? 1.0 : 0.0;
+    // A random network of std 0.02 everywhere has a gain of ~0.02 sqrt(width) a layer: 0.48 at
+    // the 135M's 576, 0.9 at the 1B's 2,048, 1.28 at the 8B's 4,096 — past 1 a rounding in one
+    // layer grows through the next (the 8B file's logits moved KL 0.016 with only the reference's
+    // KV cache in f32). --gain sets std = gain / sqrt(fan-in) for the layers' matrices, so every
+    // width gets one gain; the embeddings and output head keep 0.02 (the logits' scale).
+    const bool in_layer = t.kind == SynthTensor::Matrix && t.name.rfind("blk.", 0) == 0;
+    const double std_dev =
+        in_layer && opt.gain > 0 ? std::min(kWeightStd, opt.gain / std::sqrt(double(row))) : kWeightStd;
     auto fill = [&](uint64_t r0, uint64_t r1) {
       Normal rng = Normal::at(seed, r0 * row);
       std::vector<float> x(row);
       for (uint64_t r = r0; r < r1; ++r) {
-        for (auto& v : x) v = float(centre + kWeightStd * rng.next());
+        for (auto& v : x) v = float(centre + std_dev * rng.next());
         encode_row(x.data(), row, d.type, out.data() + r * rb);
       }
     };

@@ -16,6 +16,10 @@ struct SynthOptions {
   gguf::TensorType type = gguf::TensorType::F16;  // matrices and embeddings; norms and biases stay F32
   std::optional<uint32_t> n_vocab;                // override the shape's vocabulary size
   std::optional<uint32_t> n_layer;                // override the shape's layer count
+  // 0: every matrix drawn with std 0.02 (as a real model's initialization). > 0: a layer's
+  // matrices get std = gain / sqrt(fan-in) (their row length), capped at 0.02 — the random
+  // network's per-layer gain fixed whatever the width (see model.cpp).
+  double gain = 0;
 };
 
 // Types synth can write itself (F32, F16, BF16, Q8_0); other quantizations are `loom quantize`'s.

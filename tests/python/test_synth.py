@@ -89,6 +89,8 @@ def test_overrides_and_bad_arguments(loom_bin, tmp_path):
                       (["tiny-llama", tmp_path / "x.gguf", "--vocab", "100"], "too small")]:
         res = run_loom(loom_bin, "synth", *args, check=False)
         assert res.returncode == 1 and msg in res.stderr, res.stderr
+    res = run_loom(loom_bin, "synth", "tiny-llama", tmp_path / "x.gguf", "--gain", "-1", check=False)
+    assert res.returncode != 0 and "--gain" in res.stderr and "not in range" in res.stderr, res.stderr
 
 
 def layout(path):
