@@ -393,7 +393,9 @@ void Server::generate(const std::string& body, bool chat, void* res_ptr) {
       if (!st) throw ApiError(400, refused, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
       job->streams.push_back(st);
       job->stops.emplace_back(gen.stop);
-      job->choices.push_back({job->echo, "", gen.logprobs, {}});
+      Choice& choice = job->choices.emplace_back();
+      choice.text = job->echo;
+      choice.logprobs = gen.logprobs;
       job->aligners.emplace_back();
       job->sent.push_back(0);
       job->done.push_back(false);
