@@ -29,21 +29,33 @@ TEST(SynthRng, NormalEnteredAtAnEvenIndexContinuesTheStream) {
   }
 }
 
-TEST(SynthModel, RowsWrittenInParallelAreTheSequentialStream) {
-  const auto path = std::filesystem::temp_directory_path() / "loom_synth_test.gguf";
+// A one-layer F32 file (the values as drawn, nothing rounded away).
+SynthOptions one_layer_f32(uint64_t seed, uint32_t vocab, double gain = 0) {
   SynthOptions opt;
-  opt.seed = 11;
+  opt.seed = seed;
   opt.type = gguf::TensorType::F32;
   opt.n_layer = 1;
-  opt.n_vocab = 4096;  // token_embd: 4096 rows of the shape's width, several MiB: split over threads
-  const ModelShape shape = find_shape("smollm2-135m-untied");
-  write_model(shape, opt, path.string());
-  const gguf::File f = gguf::File::open(path.string());
-  const gguf::TensorInfo* t = f.find_tensor("token_embd.weight");
-  ASSERT_NE(t, nullptr);
+  opt.n_vocab = vocab;
+  opt.gain = gain;
+  return opt;
+}
+
+// Tensor `name` holds its stream of `seed` (its first `limit` values) at std_dev around centre.
+void expect_stream(const gguf::File& f, uint64_t seed, const char* name, double std_dev, double centre = 0,
+                   uint64_t limit = UINT64_MAX) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  ASSERT_NE(t, nullptr) << name;
   const float* x = reinterpret_cast<const float*>(t->data);
-  Normal rng(stream_seed(opt.seed, "token_embd.weight"));
-  for (uint64_t i = 0; i < t->elements(); ++i) ASSERT_EQ(x[i], float(0.02 * rng.next())) << "element " << i;
+  Normal rng(stream_seed(seed, name));
+  const uint64_t n = std::min<uint64_t>(t->elements(), limit);
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], float(centre + std_dev * rng.next())) << name << " element " << i;
+}
+
+TEST(SynthModel, RowsWrittenInParallelAreTheSequentialStream) {
+  const auto path = std::filesystem::temp_directory_path() / "loom_synth_test.gguf";
+  // token_embd: 4096 rows of the shape's width, several MiB: split over threads
+  write_model(find_shape("smollm2-135m-untied"), one_layer_f32(11, 4096), path.string());
+  expect_stream(gguf::File::open(path.string()), 11, "token_embd.weight", 0.02);
   std::filesystem::remove(path);
 }
 
@@ -51,36 +63,20 @@ TEST(SynthModel, RowsWrittenInParallelAreTheSequentialStream) {
 // 0.02; the embeddings, the output head and the norms are as without it.
 TEST(SynthModel, GainScalesTheLayersMatricesByTheirFanIn) {
   const auto path = std::filesystem::temp_directory_path() / "loom_synth_gain_test.gguf";
-  SynthOptions opt;
-  opt.seed = 5;
-  opt.type = gguf::TensorType::F32;
-  opt.n_layer = 1;
-  opt.gain = 0.5;
   const ModelShape shape = find_shape("llama3.2-1b-untied");
-  opt.n_vocab = 2048;
-  write_model(shape, opt, path.string());
-  const gguf::File f = gguf::File::open(path.string());
-  const auto expect_stream = [&](const char* name, double std_dev, double centre) {
-    const gguf::TensorInfo* t = f.find_tensor(name);
-    ASSERT_NE(t, nullptr) << name;
-    const float* x = reinterpret_cast<const float*>(t->data);
-    Normal rng(stream_seed(opt.seed, name));
-    const uint64_t n = std::min<uint64_t>(t->elements(), 1 << 16);
-    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], float(centre + std_dev * rng.next())) << name << " element " << i;
-  };
-  expect_stream("blk.0.attn_q.weight", 0.5 / std::sqrt(2048.0), 0);   // 0.0110
-  expect_stream("blk.0.ffn_down.weight", 0.5 / std::sqrt(8192.0), 0);  // 0.0055
-  expect_stream("token_embd.weight", 0.02, 0);
-  expect_stream("output.weight", 0.02, 0);
-  expect_stream("blk.0.attn_norm.weight", 0.02, 1);
-  std::filesystem::remove(path);
+  write_model(shape, one_layer_f32(5, 2048, 0.5), path.string());
+  {
+    const gguf::File f = gguf::File::open(path.string());
+    const uint64_t n = 1 << 16;
+    expect_stream(f, 5, "blk.0.attn_q.weight", 0.5 / std::sqrt(2048.0), 0, n);   // 0.0110
+    expect_stream(f, 5, "blk.0.ffn_down.weight", 0.5 / std::sqrt(8192.0), 0, n);  // 0.0055
+    expect_stream(f, 5, "token_embd.weight", 0.02, 0, n);
+    expect_stream(f, 5, "output.weight", 0.02, 0, n);
+    expect_stream(f, 5, "blk.0.attn_norm.weight", 0.02, 1);
+  }
   // A gain whose std would pass 0.02 is capped there.
-  opt.gain = 4;
-  write_model(shape, opt, path.string());
-  const gguf::File g = gguf::File::open(path.string());
-  const float* q = reinterpret_cast<const float*>(g.find_tensor("blk.0.attn_q.weight")->data);
-  Normal rng(stream_seed(opt.seed, "blk.0.attn_q.weight"));
-  for (int i = 0; i < 1000; ++i) ASSERT_EQ(q[i], float(0.02 * rng.next()));
+  write_model(shape, one_layer_f32(5, 2048, 4), path.string());
+  expect_stream(gguf::File::open(path.string()), 5, "blk.0.attn_q.weight", 0.02, 0, 1000);
   std::filesystem::remove(path);
 }
 
