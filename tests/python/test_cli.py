@@ -11,10 +11,12 @@ A missing model or oracle package is a failure (conftest), never a skip.
 """
 import json
 import os
+import pathlib
 import pty
 import re
 import select
 import subprocess
+import sys
 import time
 
 from conftest import run_loom
@@ -149,6 +151,11 @@ def test_bench_json_and_parallel(loom_bin, tmp_path):
     assert tg["bytes_per_token"] > c["decode_bytes_per_token"] and tg["kv_bytes_per_token"] > 0  # depth 32: KV read
     assert abs(tg["loom_achieved_gbs"] - med * tg["bytes_per_token"] / 1e9) <= 1e-9 * tg["loom_achieved_gbs"]
     assert abs(tg["loom_of_ceiling"] - med / tg["tps"]) <= 1e-9 * tg["loom_of_ceiling"]
+    # gpu-check's table line for such a file (scripts/bench_row.py), so a GPU call never finds it broken.
+    (tmp_path / "bench.json").write_text(r.stdout)
+    row = subprocess.run([sys.executable, pathlib.Path(__file__).parents[2] / "scripts" / "bench_row.py",
+                          tmp_path / "bench.json"], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"^pp16@d32 [\d.]+ t/s tg8@d32 [\d.]+ t/s \[\d+ GB/s, \d+% of the \d+ GB/s read\] peak RSS", row), row
 
 
 def test_context_past_the_trained_one(loom_bin, tmp_path):
