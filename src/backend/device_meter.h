@@ -23,7 +23,7 @@ class DeviceMeter {
   // The device memory's rate in GB/s as a device-to-device copy moves it (bytes read plus bytes
   // written a second, as ANCHORS.md measures a card), measured now: the decode ceiling of a
   // backend whose weights live there. nullopt for the host's memory (the CPU backends' ceiling
-  // is bench's read probe on their threads) or when the probe cannot run.
+  // is bench's read probe on their threads); throws when the device's probe cannot run.
   virtual std::optional<double> copy_gbs() { return std::nullopt; }
 };
 

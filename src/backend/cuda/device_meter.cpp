@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_buffer.h"
+#include "common/error.h"
 
 namespace loom::backend::cuda {
 
@@ -46,32 +47,40 @@ class NvmlMeter final : public DeviceMeter {
   std::optional<double> peak_bytes() const override { return double(DeviceBuffer::peak_bytes()); }
   // 1 GiB copied into another GiB (20x the largest L2 of these cards), best of 5 after one
   // untimed copy. Plain cudaMalloc, not DeviceBuffers: the probe's memory is not the program's
-  // and must not show in its peak.
+  // and must not show in its peak. A probe that cannot run (no 2 GiB free) is an error naming
+  // the call, never a host figure in the device's place.
   std::optional<double> copy_gbs() override {
     constexpr size_t kBytes = size_t(1) << 30;
     void *src = nullptr, *dst = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
-    std::optional<double> gbs;
-    if (cudaMalloc(&src, kBytes) == cudaSuccess && cudaMalloc(&dst, kBytes) == cudaSuccess &&
-        cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess &&
-        cudaMemset(src, 1, kBytes) == cudaSuccess && cudaMemcpy(dst, src, kBytes, cudaMemcpyDeviceToDevice) == cudaSuccess) {
-      float best_ms = 0;
+    const char* failed = nullptr;
+    cudaError_t err = cudaSuccess;
+    const auto ok = [&](cudaError_t e, const char* what) {
+      if (e != cudaSuccess && !failed) failed = what, err = e;
+      return !failed;
+    };
+    float best_ms = 0;
+    if (ok(cudaMalloc(&src, kBytes), "cudaMalloc") && ok(cudaMalloc(&dst, kBytes), "cudaMalloc") &&
+        ok(cudaEventCreate(&start), "cudaEventCreate") && ok(cudaEventCreate(&stop), "cudaEventCreate") &&
+        ok(cudaMemset(src, 1, kBytes), "cudaMemset") &&
+        ok(cudaMemcpy(dst, src, kBytes, cudaMemcpyDeviceToDevice), "cudaMemcpy"))
       for (int r = 0; r < 5; ++r) {
         float ms = 0;
-        if (cudaEventRecord(start) != cudaSuccess || cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
-            cudaEventRecord(stop) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, start, stop) != cudaSuccess)
+        if (!ok(cudaEventRecord(start), "cudaEventRecord") ||
+            !ok(cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync") ||
+            !ok(cudaEventRecord(stop), "cudaEventRecord") || !ok(cudaEventSynchronize(stop), "cudaEventSynchronize") ||
+            !ok(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime"))
           break;
         if (ms > 0 && (best_ms == 0 || ms < best_ms)) best_ms = ms;
       }
-      if (best_ms > 0) gbs = 2.0 * double(kBytes) / (double(best_ms) * 1e-3) / 1e9;
-    }
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
     if (src) cudaFree(src);
     if (dst) cudaFree(dst);
     cudaGetLastError();  // a failed probe leaves no sticky error for the next caller
-    return gbs;
+    if (failed) loom::fail("the device copy probe (2 x 1 GiB): {} failed: {}", failed, cudaGetErrorString(err));
+    if (best_ms <= 0) loom::fail("the device copy probe (2 x 1 GiB): no timing was read");
+    return 2.0 * double(kBytes) / (double(best_ms) * 1e-3) / 1e9;
   }
   std::string why_no_energy() const override { return why_; }
   std::map<std::string, std::string> facts() const override {
