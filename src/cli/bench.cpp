@@ -226,7 +226,7 @@ void run_bench(const BenchArgs& a) {
   }
   std::optional<Ceiling> ceil;
   if (a.ceiling) {
-    progress(a, "measuring the machine's read bandwidth and int8 peak …");
+    progress(a, "measuring the ceiling: the device's copy rate, or the host's read bandwidth and int8 peak …");
     try {
       ceil = measure_ceiling(model, threads, ro.kv_elem, *meter);
     } catch (const std::exception& e) {  // the runs' figures are still reported
