@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize) matmul_q8_kernel(P
     __threadfence();
     done = atomicAdd(P.q8.counters + n / 32, 1) == kWarpSize - 1;
   }
-  if (!__shfl_sync(kFullMask, done, 0)) return;
+  if (!shfl(done, 0)) return;
   __threadfence();
   const int64_t e = n / 32 * 32 + lane, N = P.total;
 #pragma unroll

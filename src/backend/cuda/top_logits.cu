@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restric
   }
 #pragma unroll
   for (int o = kWarpSize / 2; o > 0; o >>= 1) {
-    const float vo = __shfl_xor_sync(kFullMask, best, o);
-    const int io = __shfl_xor_sync(kFullMask, id, o);
+    const float vo = shfl_xor(best, o);
+    const int io = shfl_xor(id, o);
     if (beats(vo, io, best, id)) best = vo, id = io;
   }
   __shared__ float sv[kWarps];
@@ -64,8 +64,8 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restric
   id = lane < kWarps ? si[lane] : -1;
 #pragma unroll
   for (int o = kWarpSize / 2; o > 0; o >>= 1) {
-    const float vo = __shfl_xor_sync(kFullMask, best, o);
-    const int io = __shfl_xor_sync(kFullMask, id, o);
+    const float vo = shfl_xor(best, o);
+    const int io = shfl_xor(id, o);
     if (beats(vo, io, best, id)) best = vo, id = io;
   }
   if (lane == 0) ids[blockIdx.x] = id, vals[blockIdx.x] = best;
@@ -96,10 +96,10 @@ __global__ void __launch_bounds__(kThreads) top_k_kernel(const float* __restrict
       const bool in = i < V && (u & mask) == prefix;
       const int bin = int((u >> shift) & uint32_t(bins - 1));
       // Logits crowd a few bins of the first pass: lanes with one bin add once, together.
-      const unsigned active = __ballot_sync(kFullMask, in);
+      const LaneMask active = ballot(in);
       if (in) {
-        const unsigned peers = __match_any_sync(active, bin);
-        if (lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+        const LaneMask peers = match_any(active, bin);
+        if (lane == first_lane(peers)) atomicAdd(&hist[bin], lane_count(peers));
       }
     }
     __syncthreads();
@@ -112,10 +112,10 @@ __global__ void __launch_bounds__(kThreads) top_k_kernel(const float* __restrict
       int suffix = sum;  // elements in the bins of lanes >= this one
 #pragma unroll
       for (int o = 1; o < kWarpSize; o <<= 1) {
-        const int v = __shfl_down_sync(kFullMask, suffix, o);
+        const int v = shfl_down(suffix, o);
         if (lane + o < kWarpSize) suffix += v;
       }
-      int above = __shfl_down_sync(kFullMask, suffix, 1);  // in the bins of higher lanes
+      int above = shfl_down(suffix, 1);  // in the bins of higher lanes
       if (lane == kWarpSize - 1) above = 0;
       if (suffix >= need && above < need) {
         int acc = above;
@@ -167,12 +167,12 @@ __global__ void __launch_bounds__(kThreads) top_k_kernel(const float* __restrict
       ids[at] = int(i), vals[at] = v;
     }
     const bool eq = i < V && u == kth;
-    const unsigned b = __ballot_sync(kFullMask, eq);
-    if (lane == 0) warp_equal[warp] = __popc(b);
+    const LaneMask b = ballot(eq);
+    if (lane == 0) warp_equal[warp] = lane_count(b);
     __syncthreads();
     int before = taken;
     for (int w = 0; w < warp; ++w) before += warp_equal[w];
-    before += __popc(b & ((1u << lane) - 1u));
+    before += lane_count(b & lanes_below(lane));
     if (eq && before < need) ids[n_above + before] = int(i), vals[n_above + before] = v;
     int tile = 0;
     for (int w = 0; w < kWarps; ++w) tile += warp_equal[w];

@@ -1,5 +1,5 @@
 // The one place that knows the warp width and the integer SIMD intrinsics (a HIP port changes
-// kWarpSize, the shuffle wrappers and dot4/sub4, nothing else).
+// kWarpSize, LaneMask, the collectives' wrappers and dot4/sub4, nothing else).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -8,11 +8,27 @@
 namespace loom::backend::cuda {
 
 constexpr int kWarpSize = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
+using LaneMask = unsigned;  // one bit a lane (a 64-lane port: uint64_t)
+constexpr LaneMask kFullMask = 0xffffffffu;
+
+// The warp collectives every kernel uses, over all lanes unless a mask is named (a HIP port:
+// __shfl_xor etc. without the mask, and match_any as a loop of ballots).
+template <class T>
+__device__ __forceinline__ T shfl_xor(T v, int offset) { return __shfl_xor_sync(kFullMask, v, offset); }
+template <class T>
+__device__ __forceinline__ T shfl_down(T v, int offset) { return __shfl_down_sync(kFullMask, v, offset); }
+template <class T>
+__device__ __forceinline__ T shfl(T v, int src_lane) { return __shfl_sync(kFullMask, v, src_lane); }
+__device__ __forceinline__ LaneMask ballot(bool p) { return __ballot_sync(kFullMask, p); }
+// The lanes of `active` (the calling lanes) whose v equals this lane's.
+__device__ __forceinline__ LaneMask match_any(LaneMask active, int v) { return __match_any_sync(active, v); }
+__device__ __forceinline__ int lane_count(LaneMask m) { return __popc(m); }
+__device__ __forceinline__ int first_lane(LaneMask m) { return __ffs(m) - 1; }
+__device__ __forceinline__ LaneMask lanes_below(int lane) { return (LaneMask(1) << lane) - 1; }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
-  for (int o = kWarpSize / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  for (int o = kWarpSize / 2; o > 0; o >>= 1) v += shfl_xor(v, o);
   return v;
 }
 
@@ -22,13 +38,13 @@ template <int kLanes>
 __device__ __forceinline__ float lanes_sum(float v) {
   static_assert(kLanes > 0 && kLanes <= kWarpSize && (kLanes & (kLanes - 1)) == 0, "lanes_sum: a power of two");
 #pragma unroll
-  for (int o = kLanes / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  for (int o = kLanes / 2; o > 0; o >>= 1) v += shfl_xor(v, o);
   return v;
 }
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
-  for (int o = kWarpSize / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  for (int o = kWarpSize / 2; o > 0; o >>= 1) v = fmaxf(v, shfl_xor(v, o));
   return v;
 }
 
