@@ -355,8 +355,8 @@ class CudaBackend final : public Backend {
         {"", "mma_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(4),
          "decode-kernel matmuls of at least this many rows run on tensor cores (int8 MMA, 16 weight rows by up to 64 "
          "activation rows a warp, weights read once per 64 rows); fewer take the warp-per-row kernel (0: never)"},
-        // Off until measured: built after the last device call of its session (docs/cuda-kernels.md, 4c).
-        {"", "mma_wide_split", ScheduleKey::Type::boolean, 0, 0, {}, false,
+        // On since its first measurement: 8B shape, H200, B = 8 / 32 / 64 +37 / +18 / +8% (docs/cuda-kernels.md, 4c).
+        {"", "mma_wide_split", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "tensor-core store launches that split K over a block's warps use blocks of 8 warps (two an SM, 128 "
          "registers) instead of 4: twice the warps in flight on narrow weights"}};
     return keys;

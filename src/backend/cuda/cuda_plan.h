@@ -31,7 +31,7 @@ struct Q8Buffer {
 struct CudaSchedule {
   int64_t graph_rows = 32, gemm_rows = 64, mma_rows = 4;
   bool decode_fusion = true, programmatic_launch = true, gemm_f16_weights = false;  // defaults: cuda_plan.cpp's keys
-  bool mma_wide_split = false;
+  bool mma_wide_split = true;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
