@@ -31,7 +31,9 @@ def logits(loom, model, tokens_file, backend, batch, out, program=None, kv_type=
         cmd += ["--gguf", model]
     if batch:
         cmd += ["-b", str(batch)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:  # loom's own message (an op the backend lacks, a device error) names the cause
+        raise RuntimeError(f"{backend}: " + (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1])
     return np.fromfile(out, dtype=np.float32)
 
 
@@ -69,19 +71,28 @@ def main():
         tf = f"{d}/tokens.txt"
         with open(tf, "w") as f:
             f.write(" ".join(map(str, ids)))
-        ref = logits(a.loom, a.model, tf, "cpu-ref", 0, f"{d}/ref.f32")
+        try:
+            ref = logits(a.loom, a.model, tf, "cpu-ref", 0, f"{d}/ref.f32")
+        except RuntimeError as e:
+            print(json.dumps({"model": a.model, "mode": "reference", "error": str(e), "pass": False}))
+            sys.exit(1)
         unfused = f"{d}/unfused.loom"
         subprocess.run([a.loom, "port", a.model, "-o", unfused], check=True, stdout=subprocess.DEVNULL)
         with open(unfused, "a") as f:
             f.write("  schedule { decode_fusion = false, programmatic_launch = false }\n")
         prefill = None
         for batch, program in ((0, None), (5, None), (1, None), (1, unfused)):
-            got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32", program)
+            mode = {0: "prefill", 1: "decode"}.get(batch, f"steps of {batch}") + (" unfused" if program else "")
+            try:
+                got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32", program)
+            except RuntimeError as e:
+                print(json.dumps({"model": a.model, "mode": mode, "error": str(e), "pass": False}))
+                ok = False
+                continue
             if batch == 0:
                 prefill = got
             r = compare(ref, got, a.tokens)
-            mode = {0: "prefill", 1: "decode"}.get(batch, f"steps of {batch}")
-            r.update(model=a.model, mode=mode + (" unfused" if program else ""), tokens=a.tokens)
+            r.update(model=a.model, mode=mode, tokens=a.tokens)
             r["pass"] = r["finite"] and r["mean_kl"] <= 0.01
             ok &= r["pass"]
             print(json.dumps(r))
@@ -91,10 +102,15 @@ def main():
         subprocess.run([a.loom, "port", a.model, "-o", f16w], check=True, stdout=subprocess.DEVNULL)
         with open(f16w, "a") as f:
             f.write("  schedule { gemm_f16_weights = true }\n")
-        got = logits(a.loom, a.model, tf, "cuda", 0, f"{d}/f16w.f32", f16w)
-        same = bool(np.array_equal(got, prefill))
-        print(json.dumps({"model": a.model, "mode": "prefill, gemm_f16_weights = true: the prefill's bits", "tokens": a.tokens,
-                          "max_abs_dlogit": float(np.abs(got.astype(np.float64) - prefill).max()), "pass": same}))
+        mode = "prefill, gemm_f16_weights = true: the prefill's bits"
+        try:
+            got = logits(a.loom, a.model, tf, "cuda", 0, f"{d}/f16w.f32", f16w)
+            same = prefill is not None and bool(np.array_equal(got, prefill))
+            dmax = float(np.abs(got.astype(np.float64) - prefill).max()) if prefill is not None else None
+            print(json.dumps({"model": a.model, "mode": mode, "tokens": a.tokens, "max_abs_dlogit": dmax, "pass": same}))
+        except RuntimeError as e:
+            same = False
+            print(json.dumps({"model": a.model, "mode": mode, "error": str(e), "pass": False}))
         ok &= same
         # The control: the fast CPU backend (q8 activations too) against the same reference on the
         # same tokens — what the CPU path reaches on this file, printed beside the gated rows.
@@ -109,7 +125,7 @@ def main():
                 r = compare(ref, logits(a.loom, a.model, tf, backend, 0, f"{d}/control.f32", kv_type=kv), a.tokens)
                 r.update(model=a.model, mode=mode, tokens=a.tokens)
                 print(json.dumps(r))
-            except subprocess.CalledProcessError as e:  # a control: its failure is reported, not gated
+            except RuntimeError as e:  # a control: its failure is reported, not gated
                 print(json.dumps({"mode": mode, "error": str(e)}))
     sys.exit(0 if ok else 1)
 
