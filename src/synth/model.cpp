@@ -118,9 +118,13 @@ std::vector<SynthTensor> synth_tensors(const ModelShape& s, TensorType type) {
   for (uint32_t l = 0; l < s.n_layer; ++l) {
     std::string b = fmt::format("blk.{}.", l);
     vec(b + "attn_norm.weight", E, SynthTensor::Norm);
-    mat(b + "attn_q.weight", E, q_dim);
-    mat(b + "attn_k.weight", E, kv_dim);
-    mat(b + "attn_v.weight", E, kv_dim);
+    if (s.fused_qkv) {
+      mat(b + "attn_qkv.weight", E, q_dim + 2 * kv_dim);
+    } else {
+      mat(b + "attn_q.weight", E, q_dim);
+      mat(b + "attn_k.weight", E, kv_dim);
+      mat(b + "attn_v.weight", E, kv_dim);
+    }
     if (s.qkv_bias) {
       vec(b + "attn_q.bias", q_dim, SynthTensor::Bias);
       vec(b + "attn_k.bias", kv_dim, SynthTensor::Bias);
@@ -133,8 +137,8 @@ std::vector<SynthTensor> synth_tensors(const ModelShape& s, TensorType type) {
     mat(b + "attn_output.weight", q_dim, E);
     if (s.post_norms) vec(b + "post_attention_norm.weight", E, SynthTensor::Norm);
     vec(b + "ffn_norm.weight", E, SynthTensor::Norm);
-    mat(b + "ffn_gate.weight", E, s.n_ff);
-    mat(b + "ffn_up.weight", E, s.n_ff);
+    if (!s.fused_gate_up) mat(b + "ffn_gate.weight", E, s.n_ff);
+    mat(b + "ffn_up.weight", E, s.fused_gate_up ? 2 * uint64_t(s.n_ff) : s.n_ff);
     mat(b + "ffn_down.weight", s.n_ff, E);
     if (s.post_norms) vec(b + "post_ffw_norm.weight", E, SynthTensor::Norm);
   }
@@ -157,6 +161,17 @@ SynthResult write_model(const ModelShape& shape_in, const SynthOptions& opt, con
       loom::fail("synth: tensor '{}': row length {} is not a multiple of the {} block size", t.name, t.dims[0],
                  gguf::type_name(t.type));
   BpeVocab vocab = make_bpe_vocab(s.n_vocab);
+  // llama.cpp gives a file whose general.name says Phi-3 the strip attributes of Phi-3's own
+  // vocabulary by token text, and fails to load one without "<unk>", "<s>" and "</s>": the phi3
+  // shapes' vocabularies end with those three control tokens in place of their last reserved ones.
+  if (s.arch == "phi3") {
+    size_t i = vocab.tokens.size();
+    for (const char* t : {"</s>", "<s>", "<unk>"}) {
+      if (i == 0 || vocab.tokens[--i].rfind("<|reserved_", 0) != 0)
+        loom::fail("synth: vocab {} leaves no room for phi3's control tokens", s.n_vocab);
+      vocab.tokens[i] = t;
+    }
+  }
 
   gguf::Writer w;
   const std::string a = s.arch;

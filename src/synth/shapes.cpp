@@ -52,6 +52,14 @@ std::vector<ModelShape> table() {
   tg3.arch = "gemma3", tg3.head_dim = 32, tg3.qk_norm = true, tg3.post_norms = true, tg3.sliding_window = 16;
   tg3.rms_eps = 1e-6f;
   t.push_back(tg3);
+
+  // microsoft/Phi-3-mini-4k-instruct: fused q|k|v and gate|up matrices, head_dim 96, untied.
+  ModelShape p3 = llama("phi3-mini", 32, 3072, 8192, 32, 32, 32064, 10000.f, 4096, false);
+  p3.arch = "phi3", p3.fused_qkv = true, p3.fused_gate_up = true;
+  t.push_back(p3);
+  ModelShape tp3 = llama("tiny-phi3", 2, 64, 128, 2, 2, 512, 10000.f, 256, false);
+  tp3.arch = "phi3", tp3.fused_qkv = true, tp3.fused_gate_up = true;
+  t.push_back(tp3);
   return t;
 }
 

@@ -10,7 +10,7 @@ namespace loom::synth {
 
 struct ModelShape {
   std::string name;
-  std::string arch;          // GGUF general.architecture: llama, qwen2, qwen3, gemma3
+  std::string arch;          // GGUF general.architecture: llama, qwen2, qwen3, gemma3, phi3
   uint32_t n_layer = 0;
   uint32_t n_embd = 0;
   uint32_t n_ff = 0;
@@ -26,6 +26,8 @@ struct ModelShape {
   bool qk_norm = false;      // qwen3, gemma3: per-head RMS norm on q and k
   bool post_norms = false;   // gemma3: post_attention_norm and post_ffw_norm
   uint32_t sliding_window = 0;  // gemma3
+  bool fused_qkv = false;      // phi3: one attn_qkv matrix, q | k | v
+  bool fused_gate_up = false;  // phi3: ffn_up holds gate | up (2 n_ff rows), no ffn_gate
   // Norm weights are ≈ 1 for every arch, gemma included: Gemma's checkpoints store w - 1, but
   // convert_hf_to_gguf.py folds the +1 in, so GGUF norms multiply plainly.
 };

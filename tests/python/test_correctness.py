@@ -281,7 +281,7 @@ def test_gemma3_matches_llama_cpp(gemma3, loom_bin, tmp_path):
 # Random-weight files of each architecture's shape: `loom synth` (F16) then `loom quantize`
 # to Q4_K_M, the same file through both. Perplexity means nothing for random weights, so the
 # logits are compared directly, relative to their spread.
-SYNTH_SHAPES = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
+SYNTH_SHAPES = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3"]
 SYNTH_TOKENS = 128
 
 

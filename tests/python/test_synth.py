@@ -10,7 +10,7 @@ from conftest import require_module, run_loom
 
 llama_cpp = require_module("llama_cpp")
 
-TINY = ["tiny-llama", "tiny-llama-untied", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
+TINY = ["tiny-llama", "tiny-llama-untied", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3"]
 
 
 def synth(loom_bin, tmp_path, shape, *extra):
