@@ -2,9 +2,10 @@
 // inputs (seed printed on failure), outputs and scratch poisoned with NaN before every launch.
 // Covers both kernels: decode by KV group (steps of <= 8 rows: one chunk, or several merged by
 // the combine kernel) and the prefill kernel (more rows); GQA ratios 1, 3, 4, 8 and 12 (a
-// group split over two blocks), head_dim 64/128/256, sliding windows and softcap, rows of
-// different sequences at depths up to 4,099 (not a multiple of any chunk), block tables
-// shuffled over a shared pool and as wide as the plan makes them (a power of two). Needs a GPU.
+// group split over two blocks), head_dim 64/128/256 (and 32/96, which only the prefill kernel
+// has), sliding windows and softcap, rows of different sequences at depths up to 4,099 (not a
+// multiple of any chunk), block tables shuffled over a shared pool and as wide as the plan makes
+// them (a power of two). Needs a GPU.
 //
 // Tolerance: |out - ref| <= 2e-5 (1 + |ref|), the bound this test has held the kernels to since
 // version 1 (fp32 scores, softmax and accumulation against double; the errors of sums of a few
@@ -180,7 +181,7 @@ TEST(Attention, DecodeByGroupAgainstDoubleReference) {
 TEST(Attention, PagedGqaWindowSoftcapAgainstDoubleReference) {
   std::mt19937_64 rng(fresh_seed());
   SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
-  for (int hd : {64, 128, 256})
+  for (int hd : {32, 64, 96, 128, 256})  // 32 and 96: the prefill kernel for the 6-row step too
     for (int variant = 0; variant < 2; ++variant) {
       Pool pool = make_pool(rng, {151, 71}, variant ? 24 : 16, 2 * hd);
       const AttentionShape a = shape(8, 2, hd, variant ? 40 : 0, variant ? 20.f : 0.f);

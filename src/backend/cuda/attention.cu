@@ -5,7 +5,8 @@
 // accumulator elements, and the warps' partial results are merged at the end. Steps of few rows
 // (decode) run attention_decode.cu: one block per (row, KV head, chunk of positions) for all
 // the query heads of the group, the chunks merged by a combine kernel when there are several
-// (flash-decoding); split_chunks below decides how many. Exact softmax semantics, fp32
+// (flash-decoding); split_chunks below decides how many. Head dims the decode kernel lacks (32,
+// 96) run the prefill kernel at every step. Exact softmax semantics, fp32
 // arithmetic throughout.
 #include <cuda_fp16.h>
 
@@ -25,6 +26,11 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kMaxDecodeRows = 8;
+
+// The decode kernel reads a position's head_dim halves with head_dim / 8 lanes, which must divide
+// the warp: 64, 128, 256. Other multiples of 32 (Phi-3's 96; 32) take the one-block-per-(row,
+// head) kernel for steps of every size.
+bool has_decode_kernel(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
 
 __global__ void kv_store_kernel(KvView kv, StepTables st, const float* __restrict__ k, const float* __restrict__ v,
@@ -151,7 +157,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
 // the table bound. The bound, not the rows' positions (only the device knows those): each row's
 // actual positions are split evenly over the chunks, so a bound rounded up idles no block.
 int split_chunks(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows) {
-  if (rows > kMaxDecodeRows) return 1;
+  if (rows > kMaxDecodeRows || !has_decode_kernel(a.head_dim)) return 1;
   const int64_t bound = int64_t(st.max_blocks) * kv.block_size;  // > every position of the step
   const int64_t blocks = rows * a.n_kv * group_parts(a);
   const int64_t by_blocks = (kMaxDecodeChunks + blocks - 1) / blocks;
@@ -179,7 +185,7 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
   if (rows <= 0) return;
   const int hd = a.head_dim, vd = a.value_dim;
   if (hd != vd) cuda_invalid("attention: head_dim != value_dim has no kernel");
-  if (rows <= kMaxDecodeRows) {
+  if (rows <= kMaxDecodeRows && has_decode_kernel(hd)) {
     const size_t need = attention_scratch_floats(a, kv, st, rows);
     const int chunks = scratch && need > 0 && need <= scratch_floats ? split_chunks(a, kv, st, rows) : 1;
     decode_attention(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
@@ -187,10 +193,12 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
   }
   const dim3 grid(unsigned(rows * a.n_head)), block(kWarps * kWarpSize);
   switch (hd) {
+    case 32: launch(attention_kernel<32, 32>, grid, block, s, a, kv, st, q, out, q8, q8_ds); break;
     case 64: launch(attention_kernel<64, 64>, grid, block, s, a, kv, st, q, out, q8, q8_ds); break;
+    case 96: launch(attention_kernel<96, 96>, grid, block, s, a, kv, st, q, out, q8, q8_ds); break;
     case 128: launch(attention_kernel<128, 128>, grid, block, s, a, kv, st, q, out, q8, q8_ds); break;
     case 256: launch(attention_kernel<256, 256>, grid, block, s, a, kv, st, q, out, q8, q8_ds); break;
-    default: cuda_invalid("attention: head_dim must be 64, 128 or 256");
+    default: cuda_invalid("attention: head_dim must be 32, 64, 96, 128 or 256");
   }
 }
 
