@@ -32,7 +32,6 @@ constexpr int kMaxDecodeRows = 8;
 // head) kernel for steps of every size.
 bool has_decode_kernel(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
-
 __global__ void kv_store_kernel(KvView kv, StepTables st, const float* __restrict__ k, const float* __restrict__ v,
                                 int64_t rows) {
   const int64_t width = kv.k_width + kv.v_width;
