@@ -11,7 +11,6 @@
 #include <map>
 #include <thread>
 
-#include "bench/stats.h"
 #include "synth/model.h"
 #include "synth/shapes.h"
 #include "tune/arm.h"
@@ -308,16 +307,19 @@ TEST(TuneGates, UnderReportedTimeFailsTheTimingAudit) {
   auto c = contract();
   c.generate_tokens = 16;  // runs long enough that the caller's clock resolves them well
   HalfTimeArm liar(honest());
-  const auto t = time_pair(*base, liar, c, inputs(), c.pairs, process_threads());
-  const auto g = timing_audit_gate(t, c.min_reported_share, false);
-  EXPECT_FALSE(g.passed) << g.detail;
-  EXPECT_LT(g.metrics["reported_share"].get<double>(), 0.75);
-  // Its rate looks about twice as fast, which on a quiet host the timing gate would keep
-  // without the audit. Asked of the median ratio, not of the gate's interval: beside other work
-  // the interval of 10 pairs gets wide (1.97 [0.80, 2.49] beside three busy loops on 2 cores)
-  // while the median still shows the lie.
-  const auto lie = bench::paired_ratio(t.a_tps, t.b_tps);
-  EXPECT_GT(lie.median, 1.5) << "ratio " << lie.median << " [" << lie.ci_lo << ", " << lie.ci_hi << "]";
+  // Its rate looks about twice as fast: without the audit, the timing gate would keep it. Beside
+  // other work one timing's interval of 10 pairs can get wide (1.97 [0.80, 2.49] beside three
+  // busy loops on 2 cores), so the liar is timed up to three times: the audit fails it every
+  // time, and the timing gate keeps it in one of them.
+  bool timing_gate_keeps = false;
+  for (int run = 0; run < 3 && !timing_gate_keeps; ++run) {
+    const auto t = time_pair(*base, liar, c, inputs(), c.pairs, process_threads());
+    const auto g = timing_audit_gate(t, c.min_reported_share, false);
+    EXPECT_FALSE(g.passed) << g.detail;
+    EXPECT_LT(g.metrics["reported_share"].get<double>(), 0.75);
+    timing_gate_keeps = timing_gate(t.a_tps, t.b_tps, 0.3, 10).passed;
+  }
+  EXPECT_TRUE(timing_gate_keeps);
   const auto v = judge(*base, *base, liar, c, inputs(), process_threads());
   EXPECT_FALSE(v.keep);
   // The honest arm's account covers its calls.
