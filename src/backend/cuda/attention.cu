@@ -27,11 +27,6 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxDecodeRows = 8;
 
-// The decode kernel reads a position's head_dim halves with head_dim / 8 lanes, which must divide
-// the warp: 64, 128, 256. Other multiples of 32 (Phi-3's 96; 32) take the one-block-per-(row,
-// head) kernel for steps of every size.
-bool has_decode_kernel(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
-
 __global__ void kv_store_kernel(KvView kv, StepTables st, const float* __restrict__ k, const float* __restrict__ v,
                                 int64_t rows) {
   const int64_t width = kv.k_width + kv.v_width;

@@ -24,6 +24,10 @@ constexpr int kMaxDecodeChunks = 264;
 // every chunk costs a partial result (value_dim + 2 floats per head) for the combine to read.
 constexpr int kMinDecodeChunk = 64;
 
+// The head dims this kernel has: a position is read by head_dim / 8 lanes, which must divide the
+// warp. attention.cu sends other multiples of 32 (Phi-3's 96; 32) to its own kernel.
+inline bool has_decode_kernel(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
+
 inline int group_parts(const AttentionShape& a) {
   const int group = a.n_head / a.n_kv;
   return (group + kMaxGroupHeads - 1) / kMaxGroupHeads;
