@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <vector>
+#include <utility>
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
@@ -161,13 +162,17 @@ std::vector<Weight> parts_weights(std::mt19937_64& rng, int64_t K) {
   w.push_back(random_weight(rng, TensorType::Q6_K, 33, K));
   w.push_back(random_weight(rng, TensorType::Q5_0, 64, K));
   w.push_back(random_weight(rng, TensorType::Q8_0, 64, K));
+  w.push_back(random_weight(rng, TensorType::Q4_K, 64, K));
+  w.push_back(random_weight(rng, TensorType::Q4_K, 64, K));
   return w;
 }
 
 // The checks of both tests below, for each row count; tensor_cores: through the MMA path
-// (matmul_mma.cu, every row count at or above its min_rows of 4), else the warp-per-row kernel.
+// (matmul_mma.cu, every row count at or above its min_rows of 4), else the warp-per-row kernel
+// with at most max_warps warps (matmul_q8_parts).
 void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, int64_t K,
-                           std::initializer_list<int64_t> row_counts, bool tensor_cores, int split_warps = 4) {
+                           std::initializer_list<int64_t> row_counts, bool tensor_cores, int split_warps = 4,
+                           int64_t max_warps = 0) {
   for (int64_t rows : row_counts) {
     SCOPED_TRACE(::testing::Message() << "rows " << rows);
     const auto x = random_floats(rng, size_t(rows * K));
@@ -188,7 +193,7 @@ void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, i
     parts[1].residual = dres.get<float>();
     parts[1].ld_residual = w[1].N;
     matmul_q8_parts(parts.data(), 3, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr, {},
-                    mma);
+                    mma, max_warps);
     sync();
     for (int i = 0; i < 3; ++i) {
       const auto y = ys[i].to_host<float>();
@@ -200,17 +205,22 @@ void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, i
               << "part " << i << " row " << r << " col " << n;
         }
     }
-    // Gated: gate Q5_0, up Q8_0 (equal N), with the output's q8_1 form written too.
+    // Gated: gate Q5_0 and up Q8_0, then both Q4_K (one stream of both weights' rows), equal
+    // N, with the output's q8_1 form written too.
     const int64_t N = 64;
     DeviceBuffer codes(size_t(rows * N)), scales(size_t(rows * N / 32) * 8), counters(size_t(N / 32) * 4);
     LOOM_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    for (const auto& [gi, ui] : {std::pair{2, 3}, std::pair{4, 5}})
     for (MatmulEpilogue e : {MatmulEpilogue::swiglu, MatmulEpilogue::geglu}) {
+      SCOPED_TRACE(::testing::Message() << "gate " << gguf::type_name(w[size_t(gi)].type) << " up "
+                                        << gguf::type_name(w[size_t(ui)].type));
+      const Weight &wg = w[size_t(gi)], &wu = w[size_t(ui)];
       DeviceBuffer dy(size_t(rows * N) * 4);
       for (auto* b : {&dy, &codes, &scales}) b->poison();
-      const MatmulPart gu[2] = {{w[2].type, w[2].packed.get<uint8_t>(), w[2].row_bytes, N, dy.get<float>(), N},
-                                {w[3].type, w[3].packed.get<uint8_t>(), w[3].row_bytes, N, nullptr, 0}};
+      const MatmulPart gu[2] = {{wg.type, wg.packed.get<uint8_t>(), wg.row_bytes, N, dy.get<float>(), N},
+                                {wu.type, wu.packed.get<uint8_t>(), wu.row_bytes, N, nullptr, 0}};
       matmul_q8_parts(gu, 2, e, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
-                      {codes.get<int8_t>(), scales.get<float2>(), counters.get<int>()}, mma);
+                      {codes.get<int8_t>(), scales.get<float2>(), counters.get<int>()}, mma, max_warps);
       sync();
       const auto y = dy.to_host<float>();
       const Q8Rows yq = quantize_ref(y, N, rows, N);
@@ -221,8 +231,8 @@ void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, i
       for (int v : counters.to_host<int>()) ASSERT_EQ(v, 0) << "counters are left zero";
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t n = 0; n < N; ++n) {
-          auto [g, gm] = ref_dot(w[2], xq, r, n);
-          auto [u, um] = ref_dot(w[3], xq, r, n);
+          auto [g, gm] = ref_dot(wg, xq, r, n);
+          auto [u, um] = ref_dot(wu, xq, r, n);
           const double act = e == MatmulEpilogue::swiglu ? g / (1 + std::exp(-g))
                                                          : 0.5 * g * (1 + std::tanh(0.7978845608 * g * (1 + 0.044715 * g * g)));
           // Each dot is within 1e-5 of its magnitude; the activation's slope is at most ~1.13.
@@ -233,13 +243,18 @@ void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, i
   }
 }
 
-// The warp-per-row kernel: rows 1, 3 and 11 (two passes of at most 8).
+// The warp-per-row kernel: rows 1, 3 and 11 (two passes of at most 8); with the resident
+// warps (here one row a warp: the weights are small), with 3 warps (ranges of 11 to 23 rows,
+// q8_1 output groups shared by two warps) and 7, and with one row a warp named.
 TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
   std::mt19937_64 rng(fresh_seed());
   SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
   const int64_t K = 512;
   const std::vector<Weight> w = parts_weights(rng, K);
-  check_parts_and_gated(rng, w, K, {1, 3, 11}, false);
+  for (int64_t warps : {int64_t(0), int64_t(3), int64_t(7), kWarpPerRow}) {
+    SCOPED_TRACE(::testing::Message() << "max_warps " << warps);
+    check_parts_and_gated(rng, w, K, {1, 3, 11}, false, 4, warps);
+  }
 
   // Refused before any launch: gated parts of unequal rows, a q8_1 output without a gated
   // epilogue or of rows not a multiple of 32.

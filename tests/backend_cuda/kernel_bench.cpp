@@ -2,9 +2,10 @@
 // CUDA events over many launches (weights rotated across enough copies to exceed the L2),
 // reported as weight bytes read per second against a device-to-device copy measured in the
 // same run (bytes read + written). Kernels per case: "f32" the dequantizing matmul_rows on f32
-// activations, "q8" matmul_q8 (warp per row) on packed weights and q8_1 activations, "mma" the
+// activations, "q8" matmul_q8 on packed weights and q8_1 activations (the resident warps each
+// streaming a range of rows; "q8-1w" one row a warp, the gemv_resident = false grid), "mma" the
 // tensor-core path of batches (matmul_mma.cu), "mma-w8" the same with K split over blocks of 8
-// warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-mma" the 8B gate/up launch (the
+// warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-1w"/"glu-mma" the 8B gate/up launch (the
 // activation quantization, shared by the matmuls reading one input, is timed on its own row). Run by
 // scripts/gpu-check; prints two tables: decode attention at depth (µs and KV bytes read per
 // second, bench_decode_attention), then the matmuls.
@@ -163,10 +164,11 @@ int main() {
                }), double(bytes));
       if (!q8) continue;
       quantize_q8_1(dx.get<float>(), c.K, rows, c.K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
-      report("q8", rows, time_ms(50, [&](int i) {
-               matmul_q8(c.t, wp[i % copies].get<uint8_t>(), packed.size() / size_t(c.N), c.N, c.K, dq.get<int8_t>(),
-                         dds.get<float2>(), rows, dy.get<float>(), c.N, nullptr);
-             }), double(packed.size()));
+      for (int64_t warps : {int64_t(0), kWarpPerRow})  // the resident warps streaming ranges; one row a warp
+        report(warps ? "q8-1w" : "q8", rows, time_ms(50, [&](int i) {
+                 matmul_q8(c.t, wp[i % copies].get<uint8_t>(), packed.size() / size_t(c.N), c.N, c.K, dq.get<int8_t>(),
+                           dds.get<float2>(), rows, dy.get<float>(), c.N, nullptr, warps);
+               }), double(packed.size()));
       const size_t prb = packed.size() / size_t(c.N);
       if (tc)  // the tensor-core path (pack of the activations included)
         report("mma", rows, time_ms(50, [&](int i) {
@@ -181,13 +183,14 @@ int main() {
                                  {}, {scratch.get(), scratch.bytes(), 1, 8});
                }), double(packed.size()));
       if (c.N == 14336 && copies > 1) {  // the gate/up launch of the 8B shape: two weights, swiglu epilogue
-        for (bool with_tc : {false, true}) {
+        for (const char* kernel : {"glu", "glu-1w", "glu-mma"}) {
+          const bool with_tc = kernel[4] == 'm';
           if (with_tc && !tc) continue;
-          report(with_tc ? "glu-mma" : "glu", rows, time_ms(50, [&](int i) {
+          report(kernel, rows, time_ms(50, [&](int i) {
                    const MatmulPart parts[2] = {{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N},
                                                 {c.t, wp[(i + 1) % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N}};
                    matmul_q8_parts(parts, 2, MatmulEpilogue::swiglu, c.K, dq.get<int8_t>(), dds.get<float2>(), rows,
-                                   nullptr, {}, with_tc ? mma : MmaPath{});
+                                   nullptr, {}, with_tc ? mma : MmaPath{}, kernel[4] == '1' ? kWarpPerRow : 0);
                  }), 2.0 * double(packed.size()));
         }
       }

@@ -67,14 +67,18 @@ TEST_P(MatmulQ8, MatchesDequantizedWeightsDotQuantizedActivations) {
   const auto packed = pack_rows(type, w.data(), N, K);
   ASSERT_EQ(packed.size() % size_t(N), 0u);
   auto dw = DeviceBuffer::of(packed);
-  for (int64_t rows : {1, 3, 8, 13}) {
+  // Grids: the resident warps (one row a warp here, N being small), 5 warps streaming 13 or 14
+  // rows each, and one row a warp named.
+  for (int64_t rows : {1, 3, 8, 13})
+  for (int64_t warps : {int64_t(0), int64_t(5), kWarpPerRow}) {
+    SCOPED_TRACE(::testing::Message() << "max_warps " << warps);
     const auto x = random_floats(rng, size_t(rows * K));
     auto dx = DeviceBuffer::of(x);
     DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * sizeof(float2)), dy(size_t(rows * N) * sizeof(float));
     dy.poison();
     quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
     matmul_q8(type, dw.get<uint8_t>(), packed.size() / size_t(N), N, K, dq.get<int8_t>(), dds.get<float2>(), rows,
-              dy.get<float>(), N, nullptr);
+              dy.get<float>(), N, nullptr, warps);
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());
     const auto y = dy.to_host<float>();
     const auto xq = quantize_ref(x, K, rows, K).dequantized();

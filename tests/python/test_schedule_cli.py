@@ -74,7 +74,7 @@ def test_cuda_keys_declare_the_decode_latency_choices(loom_bin, tmp_path):
         pytest.skip("this build has no CUDA backend (nvcc was not found when it was configured)")
     _, prog, _ = ported(loom_bin, tmp_path)
     r = run_loom(loom_bin, "check", "--backend", "cuda", "--keys", prog)
-    for key in ["graph_rows", "gemm_rows", "gemm_f16_weights", "mma_rows", "mma_wide_split", "decode_fusion",
+    for key in ["graph_rows", "gemm_rows", "gemm_f16_weights", "mma_rows", "mma_wide_split", "gemv_resident", "decode_fusion",
                 "programmatic_launch"]:
         assert key in r.stdout, key
     _, prog, line = ported(loom_bin, tmp_path, "schedule { decode_fusion = 3 }")

@@ -32,7 +32,7 @@ using passes::Opcode;
 
 CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched)
     : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
-      mma_split_warps_(sched.mma_wide_split ? 8 : 4) {
+      mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -358,7 +358,10 @@ class CudaBackend final : public Backend {
         // On since its first measurement: 8B shape, H200, B = 8 / 32 / 64 +37 / +18 / +8% (docs/cuda-kernels.md, 4c).
         {"", "mma_wide_split", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "tensor-core store launches that split K over a block's warps use blocks of 8 warps (two an SM, 128 "
-         "registers) instead of 4: twice the warps in flight on narrow weights"}};
+         "registers) instead of 4: twice the warps in flight on narrow weights"},
+        {"", "gemv_resident", ScheduleKey::Type::boolean, 0, 0, {}, true,
+         "the warp-per-row matmuls launch as many warps as the device holds at once, each streaming an even range of "
+         "rows with its loads a few units ahead (false: one row a warp, as many warps as rows)"}};
     return keys;
   }
   std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& ws, const CompileOptions&) const override {
@@ -375,6 +378,7 @@ class CudaBackend final : public Backend {
     sched.programmatic_launch = sr.boolean("programmatic_launch");
     sched.gemm_f16_weights = sr.boolean("gemm_f16_weights");
     sched.mma_wide_split = sr.boolean("mma_wide_split");
+    sched.gemv_resident = sr.boolean("gemv_resident");
     return std::make_unique<CudaPlan>(m, ws, sched);
   }
 };

@@ -31,7 +31,7 @@ struct Q8Buffer {
 struct CudaSchedule {
   int64_t graph_rows = 32, gemm_rows = 64, mma_rows = 4;
   bool decode_fusion = true, programmatic_launch = true, gemm_f16_weights = false;  // defaults: cuda_plan.cpp's keys
-  bool mma_wide_split = true;
+  bool mma_wide_split = true, gemv_resident = true;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
@@ -141,6 +141,7 @@ class CudaPlan final : public Plan {
   int64_t q8_max_k_ = 0;
   int64_t graph_rows_ = 0, gemm_rows_ = 0, mma_rows_ = 0;
   int mma_split_warps_ = 4;           // mma_wide_split: 8
+  int64_t gemv_warps_ = 0;            // matmul_q8_parts' max_warps (gemv_resident: 0, else kWarpPerRow)
   bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
   bool f16_weights_ = false;          // every matmul weight has a resident f16 copy (gemm_f16_weights)
   DecodeFusion fusion_;

@@ -102,7 +102,7 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
     }
     const Q8Buffer& x = quantize_for(first.in[0].value, K, rows);
     if (&x == &q8_[1]) gq8 = {};  // its output's codes would overwrite the input's: quantize later
-    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, gq8, mma());
+    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, gq8, mma(), gemv_warps_);
     if (gq8.codes) q8_[1].value = low_.ops[size_t(st.epilogue_op)].out;
     return true;
   }
@@ -184,7 +184,7 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
         // q, k and v (gate and up) read one input: it is quantized once for all of them.
         const Q8Buffer& x = quantize_for(lo.in[0].value, w.cols, rows);
         const MatmulPart part{w.type, w.packed, w.packed_row_bytes, w.rows, out, lo.cols};
-        matmul_q8_parts(&part, 1, MatmulEpilogue::store, w.cols, x.q(), x.ds(), rows, stream_, {}, mma());
+        matmul_q8_parts(&part, 1, MatmulEpilogue::store, w.cols, x.q(), x.ds(), rows, stream_, {}, mma(), gemv_warps_);
       } else {
         matmul_rows(w.type, w.data, w.row_bytes, w.rows, w.cols, in(0), w.cols, rows, out, lo.cols, stream_);
       }

@@ -26,11 +26,14 @@ void matmul_rows(gguf::TensorType t, const uint8_t* w, size_t row_bytes, int64_t
 // packed layout of packed_layout.h (pack_rows, weight_pack.cpp, makes it from stored rows).
 bool has_q8_kernel(gguf::TensorType t, int64_t K);
 void quantize_q8_1(const float* x, int64_t ldx, int64_t rows, int64_t K, int8_t* q, float2* ds, cudaStream_t s);
+// max_warps caps the warps of a launch, each of which streams an even, contiguous range of rows
+// (0: as many as the device holds at once; kWarpPerRow: one row a warp, version 5's grid).
+constexpr int64_t kWarpPerRow = int64_t(1) << 62;
 void matmul_q8(gguf::TensorType t, const uint8_t* packed, size_t row_bytes, int64_t N, int64_t K, const int8_t* q,
-               const float2* ds, int64_t rows, float* y, int64_t ldy, cudaStream_t s);
+               const float2* ds, int64_t rows, float* y, int64_t ldy, cudaStream_t s, int64_t max_warps = 0);
 std::vector<uint8_t> pack_rows(gguf::TensorType t, const uint8_t* stored, int64_t rows, int64_t K);
 
-// Several packed weights that read the same q8_1 activations, in one launch (decode fusion):
+// Several packed weights that read the same q8_1 activations, in one launch a weight type (decode fusion):
 // store: part i writes y_i[r][n] = W_i[n] . x[r] (+ residual_i[r][n] when residual is set);
 // swiglu / geglu: parts (gate, up) of equal N; part 0's y[r][n] = act(gate . x) * (up . x).
 struct MatmulPart {
@@ -68,7 +71,8 @@ bool mma_device();
 void matmul_mma_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
                       const float2* ds, int64_t rows, cudaStream_t s, const MmaPath& mma);
 void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
-                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8 = {}, const MmaPath& mma = {});
+                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8 = {}, const MmaPath& mma = {},
+                     int64_t max_warps = 0);
 
 // Prefill (dequant_f16.cu): weight rows (stored format, or packed for the types has_q8_kernel
 // accepts) to N x K halves, and f32 activations to halves, for the cuBLAS GEMM (gemm.h).

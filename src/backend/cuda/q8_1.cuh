@@ -10,6 +10,9 @@
 
 namespace loom::backend::cuda {
 
+constexpr int kQ8Block = 32;  // elements a q8_1 block (quantize_q8_1_block: one a lane)
+static_assert(kQ8Block == kWarpSize, "quantize_q8_1_block quantizes one element a lane");
+
 // Every lane of the warp calls this with its element v; lane 0 writes the block's scales.
 __device__ __forceinline__ void quantize_q8_1_block(float v, int8_t* code, float2* block_ds, int lane) {
   const float amax = warp_max(fabsf(v));
