@@ -5,7 +5,8 @@
 //                gu = ffn_up( rms_norm(x, ffn_norm) )       -> gate | up halves
 //                x += ffn_down( silu(gate) * up )
 //   logits = output( rms_norm(x, output_norm) ) (+ output.bias)
-// Rotary embedding in "neox" mode; queries scaled by 1/sqrt(head_dim). Files with separate
+// Rotary embedding in "neox" mode; queries scaled by 1/sqrt(head_dim) after the rope, as their
+// own op (attention's scale then 1, the order llama.cpp rounds in). Files with separate
 // attn_q/attn_k/attn_v (and biases) are accepted too. llama.cpp ignores attention.sliding_window
 // for phi3 ("Phi SWA is currently disabled", llama.cpp#13676), so every layer is full causal
 // here as well, to give the same logits.
@@ -40,7 +41,9 @@ ir::Module port_phi3(const gguf::File& f) {
       w = attention_weights(b);
       qkv = project_qkv(b, h, w);
     }
-    const Operand r = p.add(b("res"), x, attend(b, qkv, w, rope, attention_spec(hp, l)));
+    AttentionSpec attn = attention_spec(hp, l);
+    attn.q_prescale = inv_sqrt(hp.head_dim);  // llama.cpp: Qcur = ggml_scale(Qcur, 1/sqrt(head_dim)), kq_scale 1
+    const Operand r = p.add(b("res"), x, attend(b, qkv, w, rope, attn));
 
     const Operand g = p.rms_norm(b("ffn_in"), r, b.w("ffn_norm"), hp.eps);
     const Operand gate_up = p.matmul(b("gate_up"), g, b.w("ffn_up"));  // [gate | up], 2 * n_ff wide
