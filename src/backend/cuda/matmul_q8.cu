@@ -237,8 +237,9 @@ template <> struct Unit<TensorType::Q6_K> {
   }
 };
 
-// Steps in flight per lane (the streaming loop's depth): 100-200 bytes of loads a lane, at
-// which every type's store and gated kernels keep to 128 registers (16 warps an SM) at R = 1.
+// The streaming loop's ring of slots (kDepth - 1 steps in flight a lane): 100-200 bytes of
+// loads a lane, at which every type's store and gated kernels keep to 128 registers (16 warps
+// an SM) at R = 1.
 template <TensorType T>
 constexpr int kDepth = T == TensorType::Q4_0 || T == TensorType::Q4_1         ? 8
                        : T == TensorType::Q5_0 || T == TensorType::Q8_0       ? 5
@@ -247,11 +248,12 @@ constexpr int kDepth = T == TensorType::Q4_0 || T == TensorType::Q4_1         ? 
 
 // The dot products of `count` weight rows of type T (row i at row_at(i)) with the R activation
 // rows, as one stream of steps (a row of `units` units is ceil(units / 32) steps, the last one
-// ragged when units is not a multiple of 32). The loop is unrolled kDepth steps: each step's
-// dot products read its slot of the ring of loaded units, and then the slot is refilled with
-// the loads of the step kDepth ahead, across row boundaries, so each lane keeps kDepth - 1
-// steps of weights in flight for the whole range without copying registers. The loads of the
-// first kDepth steps are issued before wait_previous_kernel (weights only: nothing a previous
+// ragged when units is not a multiple of 32). The loop is unrolled kDepth steps over a ring of
+// kDepth slots of loaded units: step t first refills the slot step t - 1 used with the loads of
+// step t + kDepth - 1 (across row boundaries), then does its dot products on its own slot, so
+// each lane keeps kDepth - 1 steps of weights in flight for the whole range, issued before the
+// arithmetic that waits on the oldest, without copying registers. The loads of the first
+// kDepth - 1 steps are issued before wait_previous_kernel (weights only: nothing a previous
 // kernel writes). At the end of row i every lane holds the row's warp-summed dots and calls
 // finish(i, acc). Each lane adds its units in ascending order, so a row's sums do not depend on
 // the range it is in.
@@ -276,7 +278,7 @@ __device__ __forceinline__ void stream_rows(int64_t count, int64_t K, const XRow
     if (++load_step == steps) load_step = 0, load_row = row_at(++load_i);  // past the last row: not read
   };
 #pragma unroll
-  for (int d = 0; d < D; ++d)
+  for (int d = 0; d + 1 < D; ++d)
     if (d < total) load_next(buf[d]);
   wait_previous_kernel();
   float acc[R];
@@ -288,8 +290,8 @@ __device__ __forceinline__ void stream_rows(int64_t count, int64_t K, const XRow
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       if (t + d >= total) break;  // uniform
+      if (t + d + D - 1 < total) load_next(buf[(d + D - 1) % D]);
       if (step + 1 < steps || in_last) W::template dot<R>(buf[d], lane, x.at(int64_t(step) * W::kEStep), acc);
-      if (t + d + D < total) load_next(buf[d]);
       if (++step == steps) {
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
