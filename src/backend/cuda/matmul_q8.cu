@@ -38,9 +38,8 @@ struct XRows {  // the q8_1 activations: row r codes at q + r * K, scales at ds 
   const int8_t* __restrict__ q;
   const float2* __restrict__ ds;
   int64_t K;
-  __device__ int4 codes16(int r, int e) const { return *reinterpret_cast<const int4*>(q + r * K + e); }
-  __device__ float2 scale(int r, int e) const { return ds[r * (K / 32) + e / 32]; }
-  __device__ XRows at(int64_t e) const { return {q + e, ds + e / 32, K}; }  // the same from element e on
+  __device__ int4 codes16(int r, int64_t e) const { return *reinterpret_cast<const int4*>(q + r * K + e); }
+  __device__ float2 scale(int r, int64_t e) const { return ds[r * (K / 32) + e / 32]; }
 };
 
 __device__ __forceinline__ int lo4(int v) { return v & 0x0F0F0F0F; }
@@ -54,33 +53,27 @@ __device__ __forceinline__ int dot16(const int (&w)[4], int4 x, int acc = 0) {
 
 template <TensorType T> struct Unit;
 
-// The units of a row are taken a step at a time, one unit a lane: unit step * 32 + lane. Each
-// unit type has kPerBlock (units a block); kQStep, kAStep and kEStep (what one step spans of
-// the row's quant bytes, of its aux bytes, which the packed layout keeps after the quants, and
-// of the activations' elements); Raw, the bytes a lane loads for its unit; load(q, a, lane), the
-// loads alone (issued steps before their use) of the step whose quants start at q and aux bytes
-// at a; and dot(w, lane, x, acc), the arithmetic, x starting at the step's first element. A
-// lane's offsets within a step do not change from step to step, so the loop advances two
-// pointers and the offsets are computed once.
+// Each unit type has Raw, the bytes of one unit a lane loads (its quants and their scales), load
+// (the loads alone, issued steps before their use) and dot (the arithmetic on loaded bytes).
 
 // Q4_0 / Q4_1: one unit per block; quant byte j holds element j (low nibble) and j + 16 (high).
 template <TensorType T> struct Legacy4 {
-  static constexpr int kPerBlock = 1, kAux = packed_layout(T).aux_bytes();
-  static constexpr int kQStep = kWarpSize * 16, kAStep = kWarpSize * kAux, kEStep = kWarpSize * 32;
+  static constexpr int kPerBlock = 1;
   struct Raw { int4 q; uint16_t d, m; };
-  __device__ static Raw load(const uint8_t* q, const uint8_t* a, int lane) {
-    const uint8_t* aux = a + lane * kAux;
-    return {load16(q + lane * 16), u16_aligned(aux), T == TensorType::Q4_1 ? u16_aligned(aux + 2) : uint16_t(0)};
+  __device__ static Raw load(const uint8_t* row, int nb, int u) {
+    constexpr PackedLayout L = packed_layout(T);
+    const uint8_t* aux = row + size_t(nb) * 16 + size_t(u) * L.aux_bytes();
+    return {load16(row + size_t(u) * 16), u16_aligned(aux), T == TensorType::Q4_1 ? u16_aligned(aux + 2) : uint16_t(0)};
   }
   template <int R>
-  __device__ static void dot(const Raw& w, int lane, const XRows& x, float (&acc)[R]) {
+  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
     const int qa[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
     int lo[4], hi[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) lo[i] = lo4(qa[i]), hi[i] = hi4(qa[i]);
     const float d = half_u16(w.d);
     const float m = T == TensorType::Q4_1 ? half_u16(w.m) : 0.f;
-    const int e = lane * 32;
+    const int64_t e = int64_t(u) * 32;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int s = dot16(hi, x.codes16(r, e + 16), dot16(lo, x.codes16(r, e)));
@@ -95,14 +88,13 @@ template <> struct Unit<TensorType::Q4_1> : Legacy4<TensorType::Q4_1> {};
 // Q5_0: as Q4_0 plus a fifth bit per element from the block's 32-bit qh (aux: d, qh).
 template <> struct Unit<TensorType::Q5_0> {
   static constexpr int kPerBlock = 1;
-  static constexpr int kQStep = kWarpSize * 16, kAStep = kWarpSize * 6, kEStep = kWarpSize * 32;
   struct Raw { int4 q; uint16_t d, h0, h1; };
-  __device__ static Raw load(const uint8_t* q, const uint8_t* a, int lane) {
-    const uint8_t* aux = a + lane * 6;
-    return {load16(q + lane * 16), u16_aligned(aux), u16_aligned(aux + 2), u16_aligned(aux + 4)};
+  __device__ static Raw load(const uint8_t* row, int nb, int u) {
+    const uint8_t* aux = row + size_t(nb) * 16 + size_t(u) * 6;
+    return {load16(row + size_t(u) * 16), u16_aligned(aux), u16_aligned(aux + 2), u16_aligned(aux + 4)};
   }
   template <int R>
-  __device__ static void dot(const Raw& w, int lane, const XRows& x, float (&acc)[R]) {
+  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
     const int qa[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
     const float d = half_u16(w.d);
     const uint32_t qh = uint32_t(w.h0) | (uint32_t(w.h1) << 16);
@@ -115,7 +107,7 @@ template <> struct Unit<TensorType::Q5_0> {
       lo[i] = lo4(qa[i]) | spread_l;
       hi[i] = hi4(qa[i]) | spread_h;
     }
-    const int e = lane * 32;
+    const int64_t e = int64_t(u) * 32;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int s = dot16(hi, x.codes16(r, e + 16), dot16(lo, x.codes16(r, e)));
@@ -128,16 +120,15 @@ template <> struct Unit<TensorType::Q5_0> {
 // Q8_0: one unit per block, 32 signed codes.
 template <> struct Unit<TensorType::Q8_0> {
   static constexpr int kPerBlock = 1;
-  static constexpr int kQStep = kWarpSize * 32, kAStep = kWarpSize * 2, kEStep = kWarpSize * 32;
   struct Raw { int4 q0, q1; uint16_t d; };
-  __device__ static Raw load(const uint8_t* q, const uint8_t* a, int lane) {
-    return {load16(q + lane * 32), load16(q + lane * 32 + 16), u16_aligned(a + lane * 2)};
+  __device__ static Raw load(const uint8_t* row, int nb, int u) {
+    return {load16(row + size_t(u) * 32), load16(row + size_t(u) * 32 + 16), u16_aligned(row + size_t(nb) * 32 + size_t(u) * 2)};
   }
   template <int R>
-  __device__ static void dot(const Raw& w, int lane, const XRows& x, float (&acc)[R]) {
+  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
     const int a[4] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w}, b[4] = {w.q1.x, w.q1.y, w.q1.z, w.q1.w};
     const float d = half_u16(w.d);
-    const int e = lane * 32;
+    const int64_t e = int64_t(u) * 32;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int s = dot16(b, x.codes16(r, e + 16), dot16(a, x.codes16(r, e)));
@@ -150,12 +141,11 @@ template <> struct Unit<TensorType::Q8_0> {
 // nibbles are group 2c and high nibbles group 2c + 1 (Q5_K: plus bits 2c, 2c + 1 of qh).
 template <TensorType T> struct KQuant45 {
   static constexpr bool kFive = T == TensorType::Q5_K;
-  static constexpr int kPerBlock = 4, kBytes = kFive ? 176 : 144;
-  static constexpr int kQStep = kWarpSize / 4 * kBytes, kAStep = 0, kEStep = kWarpSize / 4 * 256;
+  static constexpr int kPerBlock = 4;
   struct Raw { int4 head, q0, q1, h0, h1; };  // head: d, dmin, 12 bytes of 6-bit scales and mins; h: Q5_K's qh
-  __device__ static Raw load(const uint8_t* q, const uint8_t*, int lane) {
-    const uint8_t* b = q + lane / 4 * kBytes;
-    const uint8_t* qs = b + (kFive ? 48 : 16) + 32 * (lane % 4);
+  __device__ static Raw load(const uint8_t* row, int, int u) {
+    const uint8_t* b = row + size_t(u / 4) * (kFive ? 176 : 144);
+    const uint8_t* qs = b + (kFive ? 48 : 16) + 32 * (u % 4);
     Raw w;
     w.head = load16(b);
     w.q0 = load16(qs), w.q1 = load16(qs + 16);
@@ -163,8 +153,8 @@ template <TensorType T> struct KQuant45 {
     return w;
   }
   template <int R>
-  __device__ static void dot(const Raw& w, int lane, const XRows& x, float (&acc)[R]) {
-    const int c = lane % 4;
+  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
+    const int c = u % 4;
     const int qa[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
     int lo[2][4], hi[2][4];
 #pragma unroll
@@ -181,7 +171,7 @@ template <TensorType T> struct KQuant45 {
     scale_min(2 * c, w.head, sc0, m0);
     scale_min(2 * c + 1, w.head, sc1, m1);
     const float d = half_u16(uint16_t(w.head.x)), dmin = half_u16(uint16_t(uint32_t(w.head.x) >> 16));
-    const int e = lane / 4 * 256 + 64 * c;
+    const int64_t e = int64_t(u / 4) * 256 + 64 * c;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int s0 = dot16(lo[1], x.codes16(r, e + 16), dot16(lo[0], x.codes16(r, e)));
@@ -199,12 +189,11 @@ template <> struct Unit<TensorType::Q5_K> : KQuant45<TensorType::Q5_K> {};
 // Packed: ql (128 B) and qh (64 B) per block first, then scales (16 B) and d (2 B).
 template <> struct Unit<TensorType::Q6_K> {
   static constexpr int kPerBlock = 4;
-  static constexpr int kQStep = kWarpSize / 4 * 192, kAStep = kWarpSize / 4 * 18, kEStep = kWarpSize / 4 * 256;
   struct Raw { int4 a, b, h; int8_t sc[4]; uint16_t d; };
-  __device__ static Raw load(const uint8_t* q, const uint8_t* a, int lane) {
-    const int blk = lane / 4, h = (lane % 4) / 2, l0 = 16 * (lane % 2);
-    const uint8_t* qb = q + blk * 192;
-    const uint8_t* aux = a + blk * 18;
+  __device__ static Raw load(const uint8_t* row, int nb, int u) {
+    const int blk = u / 4, h = (u % 4) / 2, l0 = 16 * (u % 2);
+    const uint8_t* qb = row + size_t(blk) * 192;
+    const uint8_t* aux = row + size_t(nb) * 192 + size_t(blk) * 18;
     const int8_t* sc = reinterpret_cast<const int8_t*>(aux) + 8 * h + l0 / 16;
     Raw w;
     w.a = load16(qb + 64 * h + l0), w.b = load16(qb + 64 * h + 32 + l0), w.h = load16(qb + 128 + 32 * h + l0);
@@ -214,8 +203,8 @@ template <> struct Unit<TensorType::Q6_K> {
     return w;
   }
   template <int R>
-  __device__ static void dot(const Raw& w, int lane, const XRows& x, float (&acc)[R]) {
-    const int h = (lane % 4) / 2, l0 = 16 * (lane % 2);
+  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
+    const int h = (u % 4) / 2, l0 = 16 * (u % 2);
     const int A[4] = {w.a.x, w.a.y, w.a.z, w.a.w}, B[4] = {w.b.x, w.b.y, w.b.z, w.b.w}, H[4] = {w.h.x, w.h.y, w.h.z, w.h.w};
     int v[4][4];
 #pragma unroll
@@ -226,7 +215,7 @@ template <> struct Unit<TensorType::Q6_K> {
       v[3][i] = sub4(hi4(B[i]) | (((H[i] >> 6) & 0x03030303) << 4), 0x20202020);
     }
     const float d = half_u16(w.d);
-    const int e = lane / 4 * 256 + 128 * h + l0;
+    const int64_t e = int64_t(u / 4) * 256 + 128 * h + l0;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float t = 0.f;
@@ -237,26 +226,22 @@ template <> struct Unit<TensorType::Q6_K> {
   }
 };
 
-// The streaming loop's ring of slots (kDepth - 1 steps in flight a lane): 100-200 bytes of
-// loads a lane, at which every type's store and gated kernels keep to 128 registers (16 warps
-// an SM) at R = 1.
+// Units in flight per lane (the streaming loop's depth): 100-160 bytes of loads a lane, at
+// which every type's store and gated kernels keep to 128 registers (16 warps an SM) at R = 1.
 template <TensorType T>
 constexpr int kDepth = T == TensorType::Q4_0 || T == TensorType::Q4_1         ? 8
-                       : T == TensorType::Q5_0 || T == TensorType::Q8_0       ? 5
-                       : T == TensorType::Q5_K || T == TensorType::Q6_K       ? 3
-                                                                              : 4;  // Q4_K
+                       : T == TensorType::Q5_0 || T == TensorType::Q8_0       ? 4
+                       : T == TensorType::Q5_K || T == TensorType::Q6_K       ? 2
+                                                                              : 3;  // Q4_K
 
 // The dot products of `count` weight rows of type T (row i at row_at(i)) with the R activation
-// rows, as one stream of steps (a row of `units` units is ceil(units / 32) steps, the last one
-// ragged when units is not a multiple of 32). The loop is unrolled kDepth steps over a ring of
-// kDepth slots of loaded units: step t first refills the slot step t - 1 used with the loads of
-// step t + kDepth - 1 (across row boundaries), then does its dot products on its own slot, so
-// each lane keeps kDepth - 1 steps of weights in flight for the whole range, issued before the
-// arithmetic that waits on the oldest, without copying registers. The loads of the first
-// kDepth - 1 steps are issued before wait_previous_kernel (weights only: nothing a previous
-// kernel writes). At the end of row i every lane holds the row's warp-summed dots and calls
-// finish(i, acc). Each lane adds its units in ascending order, so a row's sums do not depend on
-// the range it is in.
+// rows, as one stream of steps: a step is one unit a lane (units lane, lane + 32, ... of a row,
+// so a row of `units` units is ceil(units / 32) steps, the last one ragged), and the loads of a
+// step are issued kDepth steps before its dot products, across row boundaries, so each lane
+// keeps kDepth units of loads in flight for the whole range. The loads of the first kDepth steps
+// are issued before wait_previous_kernel (weights only: nothing a previous kernel writes). At
+// the end of row i every lane holds the row's warp-summed dots and calls finish(i, acc). Each
+// lane adds its units in ascending order, so a row's sums do not depend on the range it is in.
 template <TensorType T, int R, class RowAt, class Finish>
 __device__ __forceinline__ void stream_rows(int64_t count, int64_t K, const XRows& x, int lane, RowAt row_at,
                                             Finish finish) {
@@ -265,20 +250,17 @@ __device__ __forceinline__ void stream_rows(int64_t count, int64_t K, const XRow
   const int nb = int(K / packed_layout(T).elems);
   const int units = nb * W::kPerBlock;
   const int steps = (units + kWarpSize - 1) / kWarpSize;
-  const bool in_last = (steps - 1) * kWarpSize + lane < units;  // this lane has a unit in a row's last step
-  const size_t aux = size_t(nb) * size_t(packed_layout(T).quant_bytes);  // where a row's aux bytes start
   const int64_t total = count * steps;
   typename W::Raw buf[D] = {};
-  const uint8_t* load_row = row_at(0);
-  int64_t load_i = 0;
+  int64_t load_row = 0;
   int load_step = 0;
   auto load_next = [&](typename W::Raw& b) {
-    if (load_step + 1 < steps || in_last)
-      b = W::load(load_row + size_t(load_step) * W::kQStep, load_row + aux + size_t(load_step) * W::kAStep, lane);
-    if (++load_step == steps) load_step = 0, load_row = row_at(++load_i);  // past the last row: not read
+    const int u = load_step * kWarpSize + lane;
+    if (u < units) b = W::load(row_at(load_row), nb, u);
+    if (++load_step == steps) load_step = 0, ++load_row;
   };
 #pragma unroll
-  for (int d = 0; d + 1 < D; ++d)
+  for (int d = 0; d < D; ++d)
     if (d < total) load_next(buf[d]);
   wait_previous_kernel();
   float acc[R];
@@ -290,8 +272,10 @@ __device__ __forceinline__ void stream_rows(int64_t count, int64_t K, const XRow
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       if (t + d >= total) break;  // uniform
-      if (t + d + D - 1 < total) load_next(buf[(d + D - 1) % D]);
-      if (step + 1 < steps || in_last) W::template dot<R>(buf[d], lane, x.at(int64_t(step) * W::kEStep), acc);
+      const typename W::Raw cur = buf[d];
+      if (t + d + D < total) load_next(buf[d]);
+      const int u = step * kWarpSize + lane;
+      if (u < units) W::template dot<R>(cur, u, x, acc);
       if (++step == steps) {
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
