@@ -183,14 +183,14 @@ int main() {
                                  {}, {scratch.get(), scratch.bytes(), 1, 8});
                }), double(packed.size()));
       if (c.N == 14336 && copies > 1) {  // the gate/up launch of the 8B shape: two weights, swiglu epilogue
-        for (const char* kernel : {"glu", "glu-1w", "glu-mma"}) {
-          const bool with_tc = kernel[4] == 'm';
-          if (with_tc && !tc) continue;
-          report(kernel, rows, time_ms(50, [&](int i) {
+        struct Glu { const char* name; bool tensor_cores; int64_t max_warps; };
+        for (const Glu& g : {Glu{"glu", false, 0}, Glu{"glu-1w", false, kWarpPerRow}, Glu{"glu-mma", true, 0}}) {
+          if (g.tensor_cores && !tc) continue;
+          report(g.name, rows, time_ms(50, [&](int i) {
                    const MatmulPart parts[2] = {{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N},
                                                 {c.t, wp[(i + 1) % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N}};
                    matmul_q8_parts(parts, 2, MatmulEpilogue::swiglu, c.K, dq.get<int8_t>(), dds.get<float2>(), rows,
-                                   nullptr, {}, with_tc ? mma : MmaPath{}, kernel[4] == '1' ? kWarpPerRow : 0);
+                                   nullptr, {}, g.tensor_cores ? mma : MmaPath{}, g.max_warps);
                  }), 2.0 * double(packed.size()));
         }
       }
