@@ -244,8 +244,8 @@ void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, i
 }
 
 // The warp-per-row kernel: rows 1, 3 and 11 (two passes of at most 8); with the resident
-// warps (here one row a warp: the weights are small), with 3 warps (ranges of 11 to 23 rows,
-// q8_1 output groups shared by two warps) and 7, and with one row a warp named.
+// warps (here one tile a warp: the weights are small), with 3 warps (ranges of many tiles,
+// q8_1 output groups shared by two warps) and 7, and with one tile a warp named.
 TEST(MatmulQ8Parts, MixedTypesResidualAndGatedEpilogues) {
   std::mt19937_64 rng(fresh_seed());
   SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());

@@ -3,7 +3,7 @@
 // reported as weight bytes read per second against a device-to-device copy measured in the
 // same run (bytes read + written). Kernels per case: "f32" the dequantizing matmul_rows on f32
 // activations, "q8" matmul_q8 on packed weights and q8_1 activations (the resident warps each
-// streaming a range of rows; "q8-1w" one row a warp, the gemv_resident = false grid), "mma" the
+// streaming a range of rows; "q8-1w" one pair of rows a warp, the gemv_resident = false grid), "mma" the
 // tensor-core path of batches (matmul_mma.cu), "mma-w8" the same with K split over blocks of 8
 // warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-1w"/"glu-mma" the 8B gate/up launch (the
 // activation quantization, shared by the matmuls reading one input, is timed on its own row). Run by
@@ -164,7 +164,7 @@ int main() {
                }), double(bytes));
       if (!q8) continue;
       quantize_q8_1(dx.get<float>(), c.K, rows, c.K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
-      for (int64_t warps : {int64_t(0), kWarpPerRow})  // the resident warps streaming ranges; one row a warp
+      for (int64_t warps : {int64_t(0), kWarpPerRow})  // the resident warps streaming ranges; one tile a warp
         report(warps ? "q8-1w" : "q8", rows, time_ms(50, [&](int i) {
                  matmul_q8(c.t, wp[i % copies].get<uint8_t>(), packed.size() / size_t(c.N), c.N, c.K, dq.get<int8_t>(),
                            dds.get<float2>(), rows, dy.get<float>(), c.N, nullptr, warps);

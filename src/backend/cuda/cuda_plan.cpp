@@ -361,7 +361,7 @@ class CudaBackend final : public Backend {
          "registers) instead of 4: twice the warps in flight on narrow weights"},
         {"", "gemv_resident", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "the warp-per-row matmuls launch as many warps as the device holds at once, each streaming an even range of "
-         "rows with its loads a few units ahead (false: one row a warp, as many warps as rows)"}};
+         "rows with its loads a few steps ahead (false: one tile a warp, a pair of rows or a gate row and its up row)"}};
     return keys;
   }
   std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& ws, const CompileOptions&) const override {

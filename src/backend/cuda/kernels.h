@@ -27,7 +27,8 @@ void matmul_rows(gguf::TensorType t, const uint8_t* w, size_t row_bytes, int64_t
 bool has_q8_kernel(gguf::TensorType t, int64_t K);
 void quantize_q8_1(const float* x, int64_t ldx, int64_t rows, int64_t K, int8_t* q, float2* ds, cudaStream_t s);
 // max_warps caps the warps of a launch, each of which streams an even, contiguous range of rows
-// (0: as many as the device holds at once; kWarpPerRow: one row a warp, version 5's grid).
+// (0: as many as the device holds at once; kWarpPerRow: one tile a warp, a pair of rows or a
+// gate row and its up row, version 5's grid by tiles).
 constexpr int64_t kWarpPerRow = int64_t(1) << 62;
 void matmul_q8(gguf::TensorType t, const uint8_t* packed, size_t row_bytes, int64_t N, int64_t K, const int8_t* q,
                const float2* ds, int64_t rows, float* y, int64_t ldy, cudaStream_t s, int64_t max_warps = 0);

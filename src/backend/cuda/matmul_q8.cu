@@ -6,8 +6,9 @@
 // A warp takes an even, contiguous range of a weight's rows (by default the launch has as many
 // warps as the device holds at once, so no launch has a partial last wave), and streams it:
 // lane l takes units l, l + 32, ... of each row, every quant read is a 16-byte load from the
-// packed layout (packed_layout.h), and the loads run a few units ahead of the dot products
-// across row boundaries (stream_rows). A row's partial sums meet in a warp reduction; rows >
+// packed layout (packed_layout.h), two rows at a time (gate and up, or a pair of rows) share
+// each step's activation loads, and the loads run a few steps ahead of the dot products across
+// row boundaries (stream_tiles). A row's partial sums meet in a warp reduction; rows >
 // kMaxRows run in passes that re-read the weights (batches of at least an MmaPath's min_rows go
 // to the tensor-core kernel instead, matmul_mma.cu). One call may cover several weights that
 // read the same activations (q, k and v; gate and up) and end in an epilogue: a residual added
@@ -33,6 +34,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxRows = 8;
+constexpr int kMinBlocks = 4;  // blocks an SM a decode kernel (one activation row) keeps registers for: <= 128 a thread
 
 struct XRows {  // the q8_1 activations: row r codes at q + r * K, scales at ds + r * K / 32
   const int8_t* __restrict__ q;
@@ -53,33 +55,34 @@ __device__ __forceinline__ int dot16(const int (&w)[4], int4 x, int acc = 0) {
 
 template <TensorType T> struct Unit;
 
-// Each unit type has Raw, the bytes of one unit a lane loads (its quants and their scales), load
-// (the loads alone, issued steps before their use) and dot (the arithmetic on loaded bytes).
+// Each unit type has Raw, the weight bytes of one unit a lane loads (its quants and their
+// scales), Act, the activations those bytes meet (the same for every weight row: a lane takes
+// the same units of each row), and load / load_x / dot: the loads alone, issued steps before
+// their use, and the arithmetic on loaded registers (a unit's contribution to one row's sum).
 
 // Q4_0 / Q4_1: one unit per block; quant byte j holds element j (low nibble) and j + 16 (high).
 template <TensorType T> struct Legacy4 {
   static constexpr int kPerBlock = 1;
   struct Raw { int4 q; uint16_t d, m; };
+  struct Act { int4 lo, hi; float2 s; };
   __device__ static Raw load(const uint8_t* row, int nb, int u) {
     constexpr PackedLayout L = packed_layout(T);
     const uint8_t* aux = row + size_t(nb) * 16 + size_t(u) * L.aux_bytes();
     return {load16(row + size_t(u) * 16), u16_aligned(aux), T == TensorType::Q4_1 ? u16_aligned(aux + 2) : uint16_t(0)};
   }
-  template <int R>
-  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
+  __device__ static Act load_x(const XRows& x, int r, int u) {
+    const int64_t e = int64_t(u) * 32;
+    return {x.codes16(r, e), x.codes16(r, e + 16), x.scale(r, e)};
+  }
+  __device__ static float dot(const Raw& w, const Act& a, int) {
     const int qa[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
     int lo[4], hi[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) lo[i] = lo4(qa[i]), hi[i] = hi4(qa[i]);
     const float d = half_u16(w.d);
-    const float m = T == TensorType::Q4_1 ? half_u16(w.m) : 0.f;
-    const int64_t e = int64_t(u) * 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int s = dot16(hi, x.codes16(r, e + 16), dot16(lo, x.codes16(r, e)));
-      const float2 xs = x.scale(r, e);
-      acc[r] += T == TensorType::Q4_0 ? d * (xs.x * float(s) - 8.f * xs.y) : d * xs.x * float(s) + m * xs.y;
-    }
+    const int s = dot16(hi, a.hi, dot16(lo, a.lo));
+    if constexpr (T == TensorType::Q4_0) return d * (a.s.x * float(s) - 8.f * a.s.y);
+    return d * a.s.x * float(s) + half_u16(w.m) * a.s.y;
   }
 };
 template <> struct Unit<TensorType::Q4_0> : Legacy4<TensorType::Q4_0> {};
@@ -89,14 +92,14 @@ template <> struct Unit<TensorType::Q4_1> : Legacy4<TensorType::Q4_1> {};
 template <> struct Unit<TensorType::Q5_0> {
   static constexpr int kPerBlock = 1;
   struct Raw { int4 q; uint16_t d, h0, h1; };
+  using Act = Legacy4<TensorType::Q4_0>::Act;
   __device__ static Raw load(const uint8_t* row, int nb, int u) {
     const uint8_t* aux = row + size_t(nb) * 16 + size_t(u) * 6;
     return {load16(row + size_t(u) * 16), u16_aligned(aux), u16_aligned(aux + 2), u16_aligned(aux + 4)};
   }
-  template <int R>
-  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
+  __device__ static Act load_x(const XRows& x, int r, int u) { return Legacy4<TensorType::Q4_0>::load_x(x, r, u); }
+  __device__ static float dot(const Raw& w, const Act& a, int) {
     const int qa[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
-    const float d = half_u16(w.d);
     const uint32_t qh = uint32_t(w.h0) | (uint32_t(w.h1) << 16);
     int lo[4], hi[4];
 #pragma unroll
@@ -107,13 +110,8 @@ template <> struct Unit<TensorType::Q5_0> {
       lo[i] = lo4(qa[i]) | spread_l;
       hi[i] = hi4(qa[i]) | spread_h;
     }
-    const int64_t e = int64_t(u) * 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int s = dot16(hi, x.codes16(r, e + 16), dot16(lo, x.codes16(r, e)));
-      const float2 xs = x.scale(r, e);
-      acc[r] += d * (xs.x * float(s) - 16.f * xs.y);
-    }
+    const int s = dot16(hi, a.hi, dot16(lo, a.lo));
+    return half_u16(w.d) * (a.s.x * float(s) - 16.f * a.s.y);
   }
 };
 
@@ -121,19 +119,15 @@ template <> struct Unit<TensorType::Q5_0> {
 template <> struct Unit<TensorType::Q8_0> {
   static constexpr int kPerBlock = 1;
   struct Raw { int4 q0, q1; uint16_t d; };
+  using Act = Legacy4<TensorType::Q4_0>::Act;
   __device__ static Raw load(const uint8_t* row, int nb, int u) {
     return {load16(row + size_t(u) * 32), load16(row + size_t(u) * 32 + 16), u16_aligned(row + size_t(nb) * 32 + size_t(u) * 2)};
   }
-  template <int R>
-  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
-    const int a[4] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w}, b[4] = {w.q1.x, w.q1.y, w.q1.z, w.q1.w};
-    const float d = half_u16(w.d);
-    const int64_t e = int64_t(u) * 32;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int s = dot16(b, x.codes16(r, e + 16), dot16(a, x.codes16(r, e)));
-      acc[r] += d * x.scale(r, e).x * float(s);
-    }
+  __device__ static Act load_x(const XRows& x, int r, int u) { return Legacy4<TensorType::Q4_0>::load_x(x, r, u); }
+  __device__ static float dot(const Raw& w, const Act& a, int) {
+    const int q0[4] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w}, q1[4] = {w.q1.x, w.q1.y, w.q1.z, w.q1.w};
+    const int s = dot16(q1, a.hi, dot16(q0, a.lo));
+    return half_u16(w.d) * a.s.x * float(s);
   }
 };
 
@@ -143,18 +137,23 @@ template <TensorType T> struct KQuant45 {
   static constexpr bool kFive = T == TensorType::Q5_K;
   static constexpr int kPerBlock = 4;
   struct Raw { int4 head, q0, q1, h0, h1; };  // head: d, dmin, 12 bytes of 6-bit scales and mins; h: Q5_K's qh
+  struct Act { int4 c0, c1, c2, c3; float2 x0, x1; };  // groups 2c (c0, c1) and 2c + 1 (c2, c3)
   __device__ static Raw load(const uint8_t* row, int, int u) {
-    const uint8_t* b = row + size_t(u / 4) * (kFive ? 176 : 144);
-    const uint8_t* qs = b + (kFive ? 48 : 16) + 32 * (u % 4);
+    const uint8_t* b = row + (unsigned(u) / 4) * (kFive ? 176u : 144u);
+    const uint8_t* qs = b + (kFive ? 48 : 16) + 32 * (unsigned(u) % 4);
     Raw w;
     w.head = load16(b);
     w.q0 = load16(qs), w.q1 = load16(qs + 16);
     if constexpr (kFive) w.h0 = load16(b + 16), w.h1 = load16(b + 32);
     return w;
   }
-  template <int R>
-  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
-    const int c = u % 4;
+  __device__ static Act load_x(const XRows& x, int r, int u) {
+    const int64_t e = int64_t(unsigned(u)) * 64;  // (u / 4) * 256 + 64 * (u % 4)
+    return {x.codes16(r, e), x.codes16(r, e + 16), x.codes16(r, e + 32), x.codes16(r, e + 48), x.scale(r, e),
+            x.scale(r, e + 32)};
+  }
+  __device__ static float dot(const Raw& w, const Act& a, int u) {
+    const unsigned c = unsigned(u) % 4;  // the unit's place in its block (a lane's is the same at every step)
     const int qa[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
     int lo[2][4], hi[2][4];
 #pragma unroll
@@ -167,18 +166,19 @@ template <TensorType T> struct KQuant45 {
         hi[i / 4][i % 4] |= ((ha[i] >> (2 * c + 1)) & 0x01010101) << 4;
       }
     }
-    float sc0, m0, sc1, m1;
-    scale_min(2 * c, w.head, sc0, m0);
-    scale_min(2 * c + 1, w.head, sc1, m1);
+    // The 6-bit scales and mins of groups 2c and 2c + 1 (ggml's get_scale_min_k4), both at once
+    // and without branches (c differs between the lanes of a warp): bytes b and b + 1 of the
+    // packed words, c < 2 their low six bits, c >= 2 four bits of head.w and two of head.y/z.
+    const bool high = c >= 2;
+    const int b = 16 * (c & 1), bh = b + (high ? 2 : 0);
+    const uint32_t low_mask = high ? 0x3030u : 0x3F3Fu, w_mask = high ? 0x0F0Fu : 0u;
+    const uint32_t sc = ((uint32_t(w.head.y) >> bh) & low_mask) | ((uint32_t(w.head.w) >> b) & w_mask);
+    const uint32_t mn = ((uint32_t(w.head.z) >> bh) & low_mask) | ((uint32_t(w.head.w) >> (b + 4)) & w_mask);
+    const float sc0 = float(sc & 0xFF), sc1 = float((sc >> 8) & 0xFF), m0 = float(mn & 0xFF), m1 = float((mn >> 8) & 0xFF);
     const float d = half_u16(uint16_t(w.head.x)), dmin = half_u16(uint16_t(uint32_t(w.head.x) >> 16));
-    const int64_t e = int64_t(u / 4) * 256 + 64 * c;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int s0 = dot16(lo[1], x.codes16(r, e + 16), dot16(lo[0], x.codes16(r, e)));
-      const int s1 = dot16(hi[1], x.codes16(r, e + 48), dot16(hi[0], x.codes16(r, e + 32)));
-      const float2 x0 = x.scale(r, e), x1 = x.scale(r, e + 32);
-      acc[r] += d * (sc0 * x0.x * float(s0) + sc1 * x1.x * float(s1)) - dmin * (m0 * x0.y + m1 * x1.y);
-    }
+    const int s0 = dot16(lo[1], a.c1, dot16(lo[0], a.c0));
+    const int s1 = dot16(hi[1], a.c3, dot16(hi[0], a.c2));
+    return d * (sc0 * a.x0.x * float(s0) + sc1 * a.x1.x * float(s1)) - dmin * (m0 * a.x0.y + m1 * a.x1.y);
   }
 };
 template <> struct Unit<TensorType::Q4_K> : KQuant45<TensorType::Q4_K> {};
@@ -190,10 +190,11 @@ template <> struct Unit<TensorType::Q5_K> : KQuant45<TensorType::Q5_K> {};
 template <> struct Unit<TensorType::Q6_K> {
   static constexpr int kPerBlock = 4;
   struct Raw { int4 a, b, h; int8_t sc[4]; uint16_t d; };
+  struct Act { int4 c[4]; float s[4]; };
   __device__ static Raw load(const uint8_t* row, int nb, int u) {
-    const int blk = u / 4, h = (u % 4) / 2, l0 = 16 * (u % 2);
-    const uint8_t* qb = row + size_t(blk) * 192;
-    const uint8_t* aux = row + size_t(nb) * 192 + size_t(blk) * 18;
+    const unsigned blk = unsigned(u) / 4, h = (unsigned(u) % 4) / 2, l0 = 16 * (unsigned(u) % 2);
+    const uint8_t* qb = row + blk * 192u;
+    const uint8_t* aux = row + size_t(nb) * 192 + blk * 18u;
     const int8_t* sc = reinterpret_cast<const int8_t*>(aux) + 8 * h + l0 / 16;
     Raw w;
     w.a = load16(qb + 64 * h + l0), w.b = load16(qb + 64 * h + 32 + l0), w.h = load16(qb + 128 + 32 * h + l0);
@@ -202,9 +203,14 @@ template <> struct Unit<TensorType::Q6_K> {
     w.d = u16_aligned(aux + 16);
     return w;
   }
-  template <int R>
-  __device__ static void dot(const Raw& w, int u, const XRows& x, float (&acc)[R]) {
-    const int h = (u % 4) / 2, l0 = 16 * (u % 2);
+  __device__ static Act load_x(const XRows& x, int r, int u) {
+    const int64_t e = int64_t(unsigned(u) / 4 * 256 + 128 * ((unsigned(u) % 4) / 2) + 16 * (unsigned(u) % 2));
+    Act a;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) a.c[k] = x.codes16(r, e + 32 * k), a.s[k] = x.scale(r, e + 32 * k).x;
+    return a;
+  }
+  __device__ static float dot(const Raw& w, const Act& a, int) {
     const int A[4] = {w.a.x, w.a.y, w.a.z, w.a.w}, B[4] = {w.b.x, w.b.y, w.b.z, w.b.w}, H[4] = {w.h.x, w.h.y, w.h.z, w.h.w};
     int v[4][4];
 #pragma unroll
@@ -214,75 +220,97 @@ template <> struct Unit<TensorType::Q6_K> {
       v[2][i] = sub4(hi4(A[i]) | (((H[i] >> 4) & 0x03030303) << 4), 0x20202020);
       v[3][i] = sub4(hi4(B[i]) | (((H[i] >> 6) & 0x03030303) << 4), 0x20202020);
     }
-    const float d = half_u16(w.d);
-    const int64_t e = int64_t(u / 4) * 256 + 128 * h + l0;
+    float t = 0.f;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float t = 0.f;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) t += float(w.sc[k]) * x.scale(r, e + 32 * k).x * float(dot16(v[k], x.codes16(r, e + 32 * k)));
-      acc[r] += d * t;
-    }
+    for (int k = 0; k < 4; ++k) t += float(w.sc[k]) * a.s[k] * float(dot16(v[k], a.c[k]));
+    return half_u16(w.d) * t;
   }
 };
 
-// Units in flight per lane (the streaming loop's depth): 100-160 bytes of loads a lane, at
-// which every type's store and gated kernels keep to 128 registers (16 warps an SM) at R = 1.
-template <TensorType T>
-constexpr int kDepth = T == TensorType::Q4_0 || T == TensorType::Q4_1         ? 8
-                       : T == TensorType::Q5_0 || T == TensorType::Q8_0       ? 4
-                       : T == TensorType::Q5_K || T == TensorType::Q6_K       ? 2
-                                                                              : 3;  // Q4_K
+// Weight rows a step of one activation row dots (they share the step's activation loads); with
+// several activation rows one: those rows' activations and sums take the registers.
+template <int R>
+constexpr int kTile = R == 1 ? 2 : 1;
 
-// The dot products of `count` weight rows of type T (row i at row_at(i)) with the R activation
-// rows, as one stream of steps: a step is one unit a lane (units lane, lane + 32, ... of a row,
-// so a row of `units` units is ceil(units / 32) steps, the last one ragged), and the loads of a
-// step are issued kDepth steps before its dot products, across row boundaries, so each lane
-// keeps kDepth units of loads in flight for the whole range. The loads of the first kDepth steps
-// are issued before wait_previous_kernel (weights only: nothing a previous kernel writes). At
-// the end of row i every lane holds the row's warp-summed dots and calls finish(i, acc). Each
-// lane adds its units in ascending order, so a row's sums do not depend on the range it is in.
-template <TensorType T, int R, class RowAt, class Finish>
-__device__ __forceinline__ void stream_rows(int64_t count, int64_t K, const XRows& x, int lane, RowAt row_at,
-                                            Finish finish) {
+// Slots of each lane's ring of loads (the streaming loop's depth): a step's loads are issued
+// kDepth - 1 steps before its dot products. A slot holds one unit of each row of a tile.
+template <TensorType T>
+constexpr int kDepth = T == TensorType::Q4_0 || T == TensorType::Q4_1 ? 4
+                       : T == TensorType::Q5_K || T == TensorType::Q6_K ? 2
+                                                                         : 3;  // Q5_0, Q8_0, Q4_K
+
+// The dot products of `tiles` tiles of P weight rows of type T (row p of tile i at
+// row_at(i, p)) with the R activation rows, as one stream of steps. A step is one unit a lane of
+// every row of a tile: lane l takes units l, l + 32, ... of each row, so a row of `units` units
+// is ceil(units / 32) steps (a ragged last step's spare lanes reread the last unit and add
+// nothing), and the rows of a tile share the step's activations. The loads of a step are issued
+// kDepth - 1 steps before its dot products, across tile boundaries, each into the slot the step
+// before it has finished with; the first steps' loads are issued before wait_previous_kernel
+// (weights only: nothing a previous kernel writes). At the end of tile i every lane holds its
+// rows' warp-summed dots and calls finish(i, acc). Each lane adds its units in ascending order,
+// so a row's sums depend neither on the range nor on the tile it is in.
+template <TensorType T, int R, int P, class RowAt, class Finish>
+__device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& x, int lane, RowAt row_at,
+                                             Finish finish) {
   using W = Unit<T>;
-  constexpr int D = kDepth<T>;
+  constexpr int D = R == 1 ? kDepth<T> : 2;  // several activation rows: their loads take the registers
+  static_assert(D >= 2, "a step refills the slot of the step before it");
   const int nb = int(K / packed_layout(T).elems);
   const int units = nb * W::kPerBlock;
   const int steps = (units + kWarpSize - 1) / kWarpSize;
-  const int64_t total = count * steps;
-  typename W::Raw buf[D] = {};
-  int64_t load_row = 0;
-  int load_step = 0;
-  auto load_next = [&](typename W::Raw& b) {
-    const int u = load_step * kWarpSize + lane;
-    if (u < units) b = W::load(row_at(load_row), nb, u);
-    if (++load_step == steps) load_step = 0, ++load_row;
+  const int total = tiles * steps;
+  typename W::Raw buf[D][P];
+  const uint8_t* rows[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) rows[p] = row_at(0, p);
+  int load_tile = 0, load_step = 0;
+  auto load_next = [&](typename W::Raw(&b)[P]) {
+    const int u = min(load_step * kWarpSize + lane, units - 1);
+#pragma unroll
+    for (int p = 0; p < P; ++p) b[p] = W::load(rows[p], nb, u);
+    if (++load_step == steps) {
+      load_step = 0;
+      if (++load_tile < tiles)
+#pragma unroll
+        for (int p = 0; p < P; ++p) rows[p] = row_at(load_tile, p);
+    }
   };
 #pragma unroll
-  for (int d = 0; d < D; ++d)
+  for (int d = 0; d < D - 1; ++d)
     if (d < total) load_next(buf[d]);
   wait_previous_kernel();
-  float acc[R];
+  float acc[R][P];
 #pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  int64_t row = 0;
-  int step = 0;
-  for (int64_t t = 0; t < total; t += D) {
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int p = 0; p < P; ++p) acc[r][p] = 0.f;
+  int tile = 0, step = 0;
+  for (int t = 0; t < total; t += D) {
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       if (t + d >= total) break;  // uniform
-      const typename W::Raw cur = buf[d];
-      if (t + d + D < total) load_next(buf[d]);
-      const int u = step * kWarpSize + lane;
-      if (u < units) W::template dot<R>(cur, u, x, acc);
-      if (++step == steps) {
+      if (t + d + D - 1 < total) load_next(buf[(d + D - 1) % D]);
+      const int u = step * kWarpSize + lane, uc = min(u, units - 1);
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
-        finish(row, acc);
+      for (int r = 0; r < R; ++r) {
+        const typename W::Act a = W::load_x(x, r, uc);
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = 0.f;
-        step = 0, ++row;
+        for (int p = 0; p < P; ++p) {
+          const float v = W::dot(buf[d][p], a, uc);
+          if (u < units) acc[r][p] += v;
+        }
+      }
+      if (++step == steps) {  // uniform
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int p = 0; p < P; ++p) acc[r][p] = warp_sum(acc[r][p]);
+        finish(tile, acc);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int p = 0; p < P; ++p) acc[r][p] = 0.f;
+        step = 0, ++tile;
       }
     }
   }
@@ -303,31 +331,48 @@ struct Parts {  // the launch's weights: warps [warp_end[i - 1], warp_end[i]) ta
   GatedQ8 q8;          // gated epilogues: also the output's q8_1 form, when q8.codes is set
 };
 
+// Part i of the launch, by unrolled selects (a run-time index into the parameter array would
+// copy it to local memory).
+__device__ __forceinline__ MatmulPart select_part(const Parts& P, int i) {
+  MatmulPart part = P.p[0];
+#pragma unroll
+  for (int k = 1; k < kMaxParts; ++k)
+    if (i == k) part = P.p[k];
+  return part;
+}
+
 // Each warp takes an even, contiguous range of one part's rows (store), or of the gate and up
-// rows together, and streams them (stream_rows). The first rows of the range are pulled into
+// rows together, and streams them (stream_tiles). The first rows of the range are pulled into
 // L2 and the first steps' loads issued before waiting for the previous kernel (launch.cuh), the
 // activations read after. One instantiation per weight type, so that each type's registers set
 // its own occupancy.
 template <TensorType T, int R, Epi E>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize) matmul_q8_kernel(Parts P, XRows x) {
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlocks : 3) matmul_q8_kernel(Parts P, XRows x) {
   allow_next_kernel();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   // The part, its first warp and its warps, by unrolled selects (a run-time index into the
   // parameter array would copy it to local memory).
-  MatmulPart part = P.p[0];
+  int pi = 0;
   int64_t first = 0, end = P.warp_end[0];
   if constexpr (E == Epi::store) {
 #pragma unroll
     for (int i = 1; i < kMaxParts; ++i)
-      if (i < P.n && g >= P.warp_end[i - 1]) part = P.p[i], first = P.warp_end[i - 1], end = P.warp_end[i];
+      if (i < P.n && g >= P.warp_end[i - 1]) pi = i, first = P.warp_end[i - 1], end = P.warp_end[i];
   }
+  const MatmulPart part = select_part(P, pi);
   if (g >= P.warps) {
     wait_previous_kernel();
     return;
   }
-  const int64_t j = g - first, warps = end - first;
-  const int64_t n0 = j * part.N / warps, n1 = (j + 1) * part.N / warps, count = n1 - n0;
+  // The warp's tiles (kTile): one activation row, pairs of rows of its part (store: an odd
+  // part's last pair is one row, read twice) or the gate and up row of an output (gated);
+  // several activation rows, one row a tile (gated: gate row n, up row n, gate row n + 1, ...).
+  constexpr int TR = kTile<R>;
+  constexpr int64_t per = E == Epi::store ? TR : 1;
+  const int64_t j = g - first, warps = end - first, all = (part.N + per - 1) / per;
+  const int64_t t0 = j * all / warps, t1 = (j + 1) * all / warps;
+  const int64_t n0 = t0 * per, n1 = t1 * per < part.N ? t1 * per : part.N, count = n1 - n0;
   const MatmulPart& up = P.p[1];
   // ~8 KiB of the range into L2 (per weight read).
   const int64_t ahead = count < 4 ? count : 4;
@@ -335,15 +380,24 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize) matmul_q8_kernel(P
   if (E != Epi::gated_up) prefetch_l2(part.w + size_t(n0) * part.row_bytes, pull, lane);
   if (E != Epi::store) prefetch_l2(up.w + size_t(n0) * up.row_bytes, pull, lane);
   if constexpr (E == Epi::store) {
-    stream_rows<T, R>(
-        count, x.K, x, lane, [&](int64_t i) { return part.w + size_t(n0 + i) * part.row_bytes; },
-        [&](int64_t i, const float (&acc)[R]) {
+    stream_tiles<T, R, TR>(
+        int(t1 - t0), x.K, x, lane,
+        [&](int i, int p) {
+          const int64_t n = n0 + TR * i + p;
+          return part.w + size_t(n < n1 ? n : n1 - 1) * part.row_bytes;
+        },
+        [&](int i, const float (&acc)[R][TR]) {
           if (lane != 0) return;
-          const int64_t n = n0 + i;
+          const MatmulPart part = select_part(P, pi);  // again, rather than held in registers
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
-            const float res = part.residual ? part.residual[r * part.ld_residual + n] : 0.f;
-            part.y[r * part.ldy + n] = part.residual ? acc[r] + res : acc[r];
+          for (int p = 0; p < TR; ++p) {
+            const int64_t n = n0 + TR * i + p;
+            if (n >= n1) break;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              const float res = part.residual ? part.residual[r * part.ld_residual + n] : 0.f;
+              part.y[r * part.ldy + n] = part.residual ? acc[r][p] + res : acc[r][p];
+            }
           }
         });
     return;
@@ -377,28 +431,44 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize) matmul_q8_kernel(P
                           lane);
     if (lane == 0) P.q8.counters[group] = 0;
   };
-  if constexpr (E == Epi::gated) {  // one stream: gate row n0, up row n0, gate row n0 + 1, ...
+  if constexpr (E == Epi::gated && TR == 2) {  // tiles of gate row n and up row n
+    stream_tiles<T, R, 2>(
+        int(count), x.K, x, lane,
+        [&](int i, int p) { return p ? up.w + size_t(n0 + i) * up.row_bytes : part.w + size_t(n0 + i) * part.row_bytes; },
+        [&](int i, const float (&acc)[R][2]) {
+          float gate[R], upv[R];
+#pragma unroll
+          for (int r = 0; r < R; ++r) gate[r] = acc[r][0], upv[r] = acc[r][1];
+          out(n0 + i, gate, upv);
+        });
+  } else if constexpr (E == Epi::gated) {  // tiles of one row: gate row n, up row n, gate row n + 1, ...
     float gate[R];
-    stream_rows<T, R>(
-        2 * count, x.K, x, lane,
-        [&](int64_t i) {
+    stream_tiles<T, R, 1>(
+        int(2 * count), x.K, x, lane,
+        [&](int i, int) {
           const MatmulPart& p = i % 2 ? up : part;
           return p.w + size_t(n0 + i / 2) * p.row_bytes;
         },
-        [&](int64_t i, const float (&acc)[R]) {
-          if (i % 2) return out(n0 + i / 2, gate, acc);
+        [&](int i, const float (&acc)[R][1]) {
+          float upv[R];
 #pragma unroll
-          for (int r = 0; r < R; ++r) gate[r] = acc[r];
+          for (int r = 0; r < R; ++r) {
+            if (i % 2 == 0) gate[r] = acc[r][0];
+            upv[r] = acc[r][0];
+          }
+          if (i % 2) out(n0 + i / 2, gate, upv);
         });
   } else {  // the up rows; the gate's sums are in the output
-    stream_rows<T, R>(
-        count, x.K, x, lane, [&](int64_t i) { return up.w + size_t(n0 + i) * up.row_bytes; },
-        [&](int64_t i, const float (&acc)[R]) {
-          float gate[R] = {};
+    stream_tiles<T, R, 1>(
+        int(count), x.K, x, lane, [&](int i, int) { return up.w + size_t(n0 + i) * up.row_bytes; },
+        [&](int i, const float (&acc)[R][1]) {
+          float gate[R] = {}, upv[R];
+#pragma unroll
+          for (int r = 0; r < R; ++r) upv[r] = acc[r][0];
           if (lane == 0)
 #pragma unroll
             for (int r = 0; r < R; ++r) gate[r] = part.y[r * part.ldy + n0 + i];
-          out(n0 + i, gate, acc);
+          out(n0 + i, gate, upv);
         });
   }
 }
@@ -434,7 +504,7 @@ double part_bytes(const MatmulPart& m) { return double(m.N) * double(m.row_bytes
 
 // Launches parts of type T with epilogue E on `share` of the warps (max_warps, or 0: the
 // resident warps), spread over the parts in proportion to their bytes, at least one and at most
-// one a row each (gated: the gate's rows).
+// one a tile each (store: a pair of rows; gated: a gate row).
 template <TensorType T, int R, Epi E>
 void launch_typed(Parts P, const XRows& x, int64_t max_warps, double share, cudaStream_t s) {
   const double budget = double(max_warps > 0 ? max_warps : resident_warps<T, R, E>()) * share;
@@ -443,7 +513,8 @@ void launch_typed(Parts P, const XRows& x, int64_t max_warps, double share, cuda
   for (int i = 0; i < parts; ++i) bytes += part_bytes(P.p[i]);
   int64_t end = 0;
   for (int i = 0; i < parts; ++i) {
-    end += std::clamp(int64_t(std::llround(budget * part_bytes(P.p[i]) / bytes)), int64_t(1), P.p[i].N);
+    const int64_t tiles = E == Epi::store ? (P.p[i].N + kTile<R> - 1) / kTile<R> : P.p[i].N;  // as the kernel's
+    end += std::clamp(int64_t(std::llround(budget * part_bytes(P.p[i]) / bytes)), int64_t(1), tiles);
     P.warp_end[i] = end;
   }
   for (int i = parts; i < kMaxParts; ++i) P.warp_end[i] = end;
