@@ -27,11 +27,12 @@ struct Q8Buffer {
   float2* ds() const { return scales.get<float2>(); }
 };
 
-// The cuda backend's schedule keys, read (CudaBackend::schedule_keys declares them).
+// The cuda backend's schedule keys as a program sets them, read by CudaBackend::compile from
+// the keys CudaBackend::schedule_keys declares (their defaults live there, not here).
 struct CudaSchedule {
-  int64_t graph_rows = 32, gemm_rows = 64, mma_rows = 4;
-  bool decode_fusion = true, programmatic_launch = true, gemm_f16_weights = false;  // defaults: cuda_plan.cpp's keys
-  bool mma_wide_split = true, gemv_resident = true;
+  int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
+  bool decode_fusion = false, programmatic_launch = false, gemm_f16_weights = false;
+  bool mma_wide_split = false, gemv_resident = false;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
