@@ -3,7 +3,7 @@
 // reported as weight bytes read per second against a device-to-device copy measured in the
 // same run (bytes read + written). Kernels per case: "f32" the dequantizing matmul_rows on f32
 // activations, "q8" matmul_q8 on packed weights and q8_1 activations (the resident warps each
-// streaming a range of rows; "q8-1w" one pair of rows a warp, the gemv_resident = false grid), "mma" the
+// streaming a range of rows; "q8-1w" one tile a warp, the gemv_resident = false grid), "mma" the
 // tensor-core path of batches (matmul_mma.cu), "mma-w8" the same with K split over blocks of 8
 // warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-1w"/"glu-mma" the 8B gate/up launch (the
 // activation quantization, shared by the matmuls reading one input, is timed on its own row). Run by
