@@ -67,8 +67,9 @@ TEST_P(MatmulQ8, MatchesDequantizedWeightsDotQuantizedActivations) {
   const auto packed = pack_rows(type, w.data(), N, K);
   ASSERT_EQ(packed.size() % size_t(N), 0u);
   auto dw = DeviceBuffer::of(packed);
-  // Grids: the resident warps (one pair of rows a warp here, N being small; the last pair of the
-  // odd N is one row), 5 warps streaming 6 or 7 pairs each, and one pair a warp named.
+  // Grids: the resident warps (one tile a warp here, N being small: a pair of rows at one
+  // activation row, the odd N's last pair one row; a row at several), 5 warps streaming 6 or 7
+  // pairs (13 or 14 rows) each, and one tile a warp named.
   for (int64_t rows : {1, 3, 8, 13})
   for (int64_t warps : {int64_t(0), int64_t(5), kWarpPerRow}) {
     SCOPED_TRACE(::testing::Message() << "max_warps " << warps);
