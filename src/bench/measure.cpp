@@ -38,10 +38,11 @@ Sample measure_tg(loom::runtime::Engine& e, int n, int depth, uint64_t seed) {
   auto toks = random_tokens(n, e.vocab_size(), seed);
   Sample out;
   out.token_seconds.reserve(size_t(n));
+  std::vector<float> logits;  // one buffer for every token's logits, as llama-bench keeps one
   auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
     auto ti = Clock::now();
-    s.feed(std::span<const int32_t>(&toks[size_t(i)], 1));
+    s.feed(std::span<const int32_t>(&toks[size_t(i)], 1), logits);
     out.token_seconds.push_back(since(ti));
   }
   out.seconds = since(t0);

@@ -470,6 +470,12 @@ void DirectSequence::rollback(int32_t pos) {
 }
 
 std::vector<float> DirectSequence::feed(std::span<const int32_t> tokens, size_t first_row) {
+  std::vector<float> out;
+  feed(tokens, out, first_row);
+  return out;
+}
+
+void DirectSequence::feed(std::span<const int32_t> tokens, std::vector<float>& out, size_t first_row) {
   if (tokens.empty()) loom::fail("evaluate needs at least one token");
   if (first_row == SIZE_MAX) first_row = tokens.size() - 1;
   if (first_row >= tokens.size()) loom::fail("evaluate: first row {} but only {} tokens", first_row, tokens.size());
@@ -485,7 +491,7 @@ std::vector<float> DirectSequence::feed(std::span<const int32_t> tokens, size_t 
   int32_t reserved = std::max(need, 0);
   e_.grow(blocks_, reserved, n_past_ + int32_t(tokens.size()));
   const size_t V = size_t(e_.vocab_);
-  std::vector<float> out((tokens.size() - first_row) * V);
+  out.resize((tokens.size() - first_row) * V);
   std::vector<float> scratch;
   size_t row = 0;
   for (size_t i = 0; i < tokens.size(); i += size_t(e_.opts_.n_batch)) {
@@ -505,7 +511,6 @@ std::vector<float> DirectSequence::feed(std::span<const int32_t> tokens, size_t 
     n_past_ += int32_t(n);
     e_.evaluated_ += int64_t(n);
   }
-  return out;
 }
 
 }  // namespace loom::runtime

@@ -152,6 +152,9 @@ class DirectSequence {
   // the logits of rows [first_row, n) of them, row-major; by default the last row only.
   // Throws loom::Error when the context or the pool's unreserved blocks run out.
   std::vector<float> feed(std::span<const int32_t> tokens, size_t first_row = SIZE_MAX);
+  // The same into `out`, resized to the rows wanted: a caller feeding token after token keeps
+  // one buffer (a fresh vocabulary-sized vector a token is ~0.1 ms of zeroing and page faults).
+  void feed(std::span<const int32_t> tokens, std::vector<float>& out, size_t first_row = SIZE_MAX);
   int32_t position() const { return n_past_; }
   // Keeps positions [0, pos) (a rejected draft, an edited turn); blocks past them go back.
   void rollback(int32_t pos);
