@@ -93,6 +93,77 @@ TEST(DecodeFusion, OnlyPackedMatmulsJoin) {
   EXPECT_EQ(step("b0.s").ops, (std::vector<int>{at("b0.s")}));
 }
 
+// The tiny llama at 32 wide (whole q8_1 blocks), head_dim 8: the joins of one activation row.
+// Each projection + residual folds the norm after it (the output norm's matmul, the logits, is
+// a step of its own), and each q/k/v launch takes its attention's ropes and KV store.
+TEST(DecodeFusion, OneRowFoldsNormsAndRopes) {
+  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/tests/data/loom/tiny_llama.loom");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (size_t p = text.find(from); p != std::string::npos; p = text.find(from, p + to.size())) text.replace(p, from.size(), to);
+  };
+  replace_all("f32", "@f@"), replace_all("i32", "@i@");  // element types stay
+  replace_all("32", "@64@");  // FFN width 32 -> 64, embedding 16 -> 32, KV width 8 -> 16
+  replace_all("16", "32");
+  replace_all("8x", "16x");
+  replace_all("@64@", "64"), replace_all("@f@", "f32"), replace_all("@i@", "i32");
+  replace_all("head_dim = 4", "head_dim = 8");
+  replace_all("n_rot = 4", "n_rot = 8");
+  replace_all("value_dim = 4", "value_dim = 8");
+  const ir::Module m = ir::parse(text, "tiny_llama (32 wide)");
+  const passes::Lowering l = passes::lower(m);
+  auto at = [&](const char* n) { return loom::testing::op_index(m, n); };
+  const DecodeFusion f = backend::cuda::fuse_decode(l, all_packed());
+  auto step = [&](const char* n) { return f.steps[size_t(f.step_of_op[size_t(at(n))])]; };
+  EXPECT_EQ(f.steps.size(), 1u + 2 * 7 + 2);
+  for (const char* b : {"b0", "b1"}) {
+    const std::string p = b;
+    EXPECT_EQ(step((p + ".r").c_str()).norm_op, at((p + ".h2").c_str())) << b;
+    EXPECT_EQ(step((p + ".v").c_str()).rope_attention, at((p + ".a").c_str())) << b;
+    EXPECT_EQ(step((p + ".s").c_str()).norm_op, -1) << b;
+    EXPECT_EQ(step((p + ".v").c_str()).norm_op, -1) << b;
+    EXPECT_EQ(step((p + ".r").c_str()).rope_attention, -1) << b;
+    EXPECT_TRUE(f.norm_folded[size_t(at((p + ".h2").c_str()))]) << b;
+  }
+  EXPECT_EQ(step("b0.y").norm_op, at("b1.h"));
+  EXPECT_EQ(step("b1.y").norm_op, at("hn"));
+  EXPECT_TRUE(f.norm_q8[size_t(at("b0.h"))]);
+  EXPECT_FALSE(f.norm_folded[size_t(at("b0.h"))]) << "the first norm follows the embedding";
+  EXPECT_EQ(f.def_op[size_t(l.ops[size_t(at("b0.q0"))].out)], at("b0.q0"));
+  EXPECT_EQ(f.def_op[size_t(l.tokens)], -1);
+
+  // Not when k is read by anything but its rope, or a norm's output by anything but matmuls
+  // of the next step; nothing at all with the fusion off.
+  replace_all("%b1.q = rope", "%b1.kk = add %b1.k0, %b1.k0 : tensor<Tx16xf32>\n    %b1.q = rope");
+  replace_all("%b1.h2 = rms_norm %b1.r, @blk1.ffn_norm {eps = 1e-05} : tensor<Tx32xf32>",
+              "%b1.h2 = rms_norm %b1.r, @blk1.ffn_norm {eps = 1e-05} : tensor<Tx32xf32>\n    %b1.h3 = add %b1.h2, %b1.r : tensor<Tx32xf32>");
+  replace_all("%b1.y = add %b1.r, %b1.d", "%b1.y = add %b1.h3, %b1.d");
+  ASSERT_NE(text.find("%b1.h3 = add"), std::string::npos);
+  const ir::Module m2 = ir::parse(text, "tiny_llama (32 wide, changed)");
+  const passes::Lowering l2 = passes::lower(m2);
+  auto at2 = [&](const char* n) { return loom::testing::op_index(m2, n); };
+  const DecodeFusion f2 = backend::cuda::fuse_decode(l2, all_packed());
+  auto step2 = [&](const char* n) { return f2.steps[size_t(f2.step_of_op[size_t(at2(n))])]; };
+  EXPECT_EQ(step2("b0.v").rope_attention, at2("b0.a"));
+  EXPECT_EQ(step2("b1.v").rope_attention, -1);
+  EXPECT_EQ(step2("b0.r").norm_op, at2("b0.h2"));
+  EXPECT_EQ(step2("b1.r").norm_op, -1);
+  FusionRules off = all_packed();
+  off.enabled = false;
+  const DecodeFusion none = backend::cuda::fuse_decode(l, off);
+  for (const auto& st : none.steps) EXPECT_TRUE(st.norm_op < 0 && st.rope_attention < 0);
+  FusionRules no_folds = all_packed();  // the schedule keys decode_norm_fold and decode_rope_fold
+  no_folds.fold_norms = no_folds.fold_ropes = false;
+  const DecodeFusion plain = backend::cuda::fuse_decode(l, no_folds);
+  EXPECT_EQ(plain.steps.size(), f.steps.size());
+  for (const auto& st : plain.steps) EXPECT_TRUE(st.norm_op < 0 && st.rope_attention < 0);
+  no_folds.fold_ropes = true;
+  EXPECT_EQ(backend::cuda::fuse_decode(l, no_folds).steps[size_t(f.step_of_op[size_t(at("b0.v"))])].rope_attention,
+            at("b0.a"));
+}
+
 // Two values live in the same step (inclusive: a step's outputs and its dying inputs are live
 // together) never share bytes of an arena row, fused or not.
 TEST(ValueSlots, ValuesLiveTogetherNeverShareASlot) {

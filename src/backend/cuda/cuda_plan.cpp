@@ -15,6 +15,8 @@
 // more than `gemm_rows` rows (prefill) dequantize the weight to f16 and run a cuBLAS GEMM on
 // the tensor cores, where cuBLAS can be loaded.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -91,6 +93,8 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   // Decode fusion (decode_fusion.h): which ops run as one kernel; buffers live by step.
   FusionRules rules;
   rules.enabled = sched.decode_fusion;
+  rules.fold_norms = sched.decode_norm_fold;
+  rules.fold_ropes = sched.decode_rope_fold;
   auto weight_of = [&](const passes::LoweredOp& lo) -> const DeviceWeight* {
     if (lo.in.size() < 2 || !lo.in[1].weight) return nullptr;
     const auto it = weights_.find(lo.in[1].weight);
@@ -151,13 +155,17 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
     }
     if (lo.code == Opcode::attention) line += ": paged f16 attention, one block per (row, head), online softmax";
     const FusedStep& st = fusion_.steps[size_t(fusion_.step_of_op[size_t(&lo - low_.ops.data())])];
+    const size_t i = size_t(&lo - low_.ops.data());
     if (st.ops.size() > 1)
       line += fmt::format(" [fused in decode: {} of {} ops{}]",
                           st.kind == FusedStep::Kind::matmuls ? "one integer-dot launch" : "rope + KV store, attention",
                           st.ops.size(), st.epilogue_op >= 0 ? ", with its epilogue" : "");
-    if (fusion_.norm_q8[size_t(&lo - low_.ops.data())]) line += " [fused in decode: writes q8_1 for the matmuls]";
-    if (fusion_.attention_q8[size_t(&lo - low_.ops.data())]) line += " [writes q8_1 for the output projection]";
-    if (fusion_.gated_q8[size_t(&lo - low_.ops.data())]) line += " [writes q8_1 for the down projection]";
+    if (st.kind == FusedStep::Kind::matmuls && st.ops[0] == int(i) && st.rope_attention >= 0)
+      line += fmt::format(" [one row: rope + KV store of %{} in the epilogue]", low_.ops[size_t(st.rope_attention)].op->result);
+    if (fusion_.norm_folded[i]) line += " [one row: folded into the projection before it, which writes its q8_1 input]";
+    if (fusion_.norm_q8[i]) line += " [fused in decode: writes q8_1 for the matmuls]";
+    if (fusion_.attention_q8[i]) line += " [writes q8_1 for the output projection]";
+    if (fusion_.gated_q8[i]) line += " [writes q8_1 for the down projection]";
     explain_.push_back(line);
   }
 }
@@ -178,6 +186,7 @@ void CudaPlan::grow(int64_t rows) {
     for (auto& b : q8_) {
       b.codes = DeviceBuffer(size_t(capacity_ * q8_max_k_));
       b.scales = DeviceBuffer(size_t(capacity_ * q8_max_k_ / 32) * sizeof(float2));
+      b.sums = DeviceBuffer(size_t(q8_max_k_ / 32) * sizeof(float));  // a folded norm: one row
     }
     // Only steps on the decode kernels (at most gemm_rows rows with a GEMM) reach the MMA path.
     const int64_t mma_cap = gemm_ ? std::min(capacity_, gemm_rows_) : capacity_;
@@ -195,25 +204,89 @@ void CudaPlan::grow(int64_t rows) {
   drop_graphs();  // they name the old buffers
 }
 
+StepTimes::StepTimes() {
+  const char* v = std::getenv("LOOM_CUDA_STEP_TIMES");
+  on_ = v && *v && std::strcmp(v, "0") != 0;
+  if (!on_) return;
+  LOOM_CUDA_CHECK(cudaEventCreate(&start_));
+  LOOM_CUDA_CHECK(cudaEventCreate(&stop_));
+}
+
+StepTimes::~StepTimes() {
+  if (!on_) return;
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  if (!us_[kHost].empty())
+    std::fprintf(stderr,
+                 "loom cuda step times, medians of %zu one-row steps: host %.1f us (tables + upload %.1f, kernels or "
+                 "graph enqueued %.1f), device %.1f us, host waiting %.1f us; between steps (the caller) %.1f us\n",
+                 us_[kHost].size(), median(us_[kHost]), median(us_[kUpload]), median(us_[kEnqueue]),
+                 median(us_[kDevice]), median(us_[kWait]), median(us_[kOutside]));
+  cudaEventDestroy(start_);
+  cudaEventDestroy(stop_);
+}
+
+void StepTimes::enter(cudaStream_t s) {
+  if (!on_) return;
+  enter_ = Clock::now();
+  LOOM_CUDA_CHECK(cudaEventRecord(start_, s));
+}
+
+void StepTimes::mark(int i) {
+  if (on_) marks_[i] = Clock::now();
+}
+
+void StepTimes::launched(cudaStream_t s) {
+  if (!on_) return;
+  launched_ = Clock::now();
+  LOOM_CUDA_CHECK(cudaEventRecord(stop_, s));
+}
+
+void StepTimes::exit(int64_t rows) {
+  if (!on_) return;
+  const auto now = Clock::now();
+  auto us = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+  if (rows == 1) {
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    us_[kHost].push_back(us(enter_, launched_));
+    us_[kUpload].push_back(us(enter_, marks_[0]));
+    us_[kEnqueue].push_back(us(marks_[0], marks_[1]));
+    us_[kDevice].push_back(1e3 * double(ms));
+    us_[kWait].push_back(us(launched_, now));
+    if (have_exit_) us_[kOutside].push_back(us(exit_, enter_));
+  }
+  exit_ = now, have_exit_ = true;
+}
+
 void CudaPlan::run(const StepBatch& batch, KvStorage& kv, float* logits_out) {
+  times_.enter(stream_);
   const int64_t kept = submit(batch, kv);
+  times_.launched(stream_);
   LOOM_CUDA_CHECK(cudaMemcpyAsync(logits_out, value(low_.result), size_t(kept * vocab_) * sizeof(float),
                                   cudaMemcpyDeviceToHost, stream_));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  times_.exit(int64_t(batch.size()));
 }
 
 // The selection runs on the step's stream after its graph; k ids and k values a row come back.
 void CudaPlan::run_top(const StepBatch& batch, KvStorage& kv, int32_t k, TopLogit* out) {
   if (k < 1 || k > vocab_) loom::fail("run_top: k = {} outside [1, {}]", k, vocab_);
+  times_.enter(stream_);
   const int64_t kept = submit(batch, kv);
   const size_t n = size_t(kept) * size_t(k);
   if (top_buf_.bytes() < n * 8) top_buf_ = DeviceBuffer(n * 8 * 2);
   int32_t* ids = top_buf_.get<int32_t>();
   float* vals = reinterpret_cast<float*>(ids + n);
   top_logits(value(low_.result), kept, vocab_, k, ids, vals, stream_);
+  times_.launched(stream_);
   top_host_.resize(2 * n);
   LOOM_CUDA_CHECK(cudaMemcpyAsync(top_host_.data(), ids, n * 8, cudaMemcpyDeviceToHost, stream_));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  times_.exit(int64_t(batch.size()));
   const float* hv = reinterpret_cast<const float*>(top_host_.data() + n);
   for (size_t i = 0; i < n; ++i) out[i] = {top_host_[i], hv[i]};
   for (int64_t r = 0; r < kept; ++r) std::sort(out + r * k, out + (r + 1) * k, ranks_before);
@@ -257,6 +330,7 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
     step_ints_ = DeviceBuffer(host_ints_.size() * 4 * 2);
   }
   LOOM_CUDA_CHECK(cudaMemcpyAsync(step_ints_.get(), h, host_ints_.size() * 4, cudaMemcpyHostToDevice, stream_));
+  times_.mark(0);
   const int32_t* d = step_ints_.get<int32_t>();
   const StepTables tables{d + 2 * T, d + T, d + 4 * T, int32_t(max_blocks)};
   // Scratch of the split decode attention, sized here: a captured step cannot allocate.
@@ -280,6 +354,7 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   };
   try {
     step();
+    times_.mark(1);
   } catch (const loom::Error& e) {
     if (!programmatic_) throw;
     // A driver that refuses programmatic launches, or their capture into a graph: launch
@@ -341,6 +416,13 @@ class CudaBackend final : public Backend {
         {"", "decode_fusion", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "decode steps run fused kernels: norm + q8_1, q/k/v and gate/up (+ swiglu) as one launch each, rope into "
          "the KV store, residual adds in the matmul epilogue"},
+        // The two joins of one activation row (decode_fusion.h), each a choice a program can turn off.
+        {"", "decode_norm_fold", ScheduleKey::Type::boolean, 0, 0, {}, true,
+         "with decode_fusion, at one activation row: a projection + residual add also writes the q8_1 input of the "
+         "RMS norm after it, whose own kernel is then not launched"},
+        {"", "decode_rope_fold", ScheduleKey::Type::boolean, 0, 0, {}, true,
+         "with decode_fusion, at one activation row: the q/k/v launch rotates q and k (llama's rotary pairs) and "
+         "stores k and v into the KV cache in its epilogue, so attention runs alone"},
         {"", "programmatic_launch", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "kernels start while the previous one drains (Hopper's programmatic dependent launch; ignored before sm_90)"},
         {"", "graph_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(32),
@@ -375,6 +457,8 @@ class CudaBackend final : public Backend {
     sched.gemm_rows = sr.integer("gemm_rows");
     sched.mma_rows = sr.integer("mma_rows");
     sched.decode_fusion = sr.boolean("decode_fusion");
+    sched.decode_norm_fold = sr.boolean("decode_norm_fold");
+    sched.decode_rope_fold = sr.boolean("decode_rope_fold");
     sched.programmatic_launch = sr.boolean("programmatic_launch");
     sched.gemm_f16_weights = sr.boolean("gemm_f16_weights");
     sched.mma_wide_split = sr.boolean("mma_wide_split");

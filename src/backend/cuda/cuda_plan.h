@@ -2,8 +2,10 @@
 // graphs; run) and cuda_step.cpp (a step's ops and fused steps on the stream).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
+#include <array>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,19 +21,27 @@
 namespace loom::backend::cuda {
 
 // Activations in q8_1 for the integer-dot matmuls, and the value whose q8_1 form they hold in
-// the current step (-1: none).
+// the current step (-1: none). A folded RMS norm's value (decode_fusion.h, norm_op) is held as
+// its input times its weight plus the groups' sums of squares (ssq, eps: the RowNorm the
+// matmuls that read it apply).
 struct Q8Buffer {
-  DeviceBuffer codes, scales;
+  DeviceBuffer codes, scales, sums;
   int value = -1;
+  bool folded_norm = false;
+  float eps = 0;
   int8_t* q() const { return codes.get<int8_t>(); }
   float2* ds() const { return scales.get<float2>(); }
+  float* ssq() const { return sums.get<float>(); }
+  RowNorm norm() const { return folded_norm ? RowNorm{ssq(), eps} : RowNorm{}; }
+  void holds(int v) { value = v, folded_norm = false; }
 };
 
 // The cuda backend's schedule keys as a program sets them, read by CudaBackend::compile from
 // the keys CudaBackend::schedule_keys declares (their defaults live there, not here).
 struct CudaSchedule {
   int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
-  bool decode_fusion = false, programmatic_launch = false, gemm_f16_weights = false;
+  bool decode_fusion = false, decode_norm_fold = false, decode_rope_fold = false, programmatic_launch = false;
+  bool gemm_f16_weights = false;
   bool mma_wide_split = false, gemv_resident = false;
 };
 
@@ -81,6 +91,33 @@ struct DeviceWeight {
   size_t packed_row_bytes = 0;
   const void* f16 = nullptr;        // rows x cols f16, made once, for the GEMM (gemm_f16_weights)
   int64_t rows = 0, cols = 0;
+};
+
+// LOOM_CUDA_STEP_TIMES=1 in the environment: where the time of the plan's one-row steps (decode
+// of one sequence) goes, printed to stderr when the plan is destroyed as medians over the steps:
+// the host's part of the step (tables and upload, then the kernels or graph enqueued, then the
+// rest), the device's (events on the stream from the step's call to its last kernel), the host
+// blocked waiting for it, and the time outside the plan between one step's return and the next
+// step's call (the caller's sampling and loop). A diagnostic: events are recorded only when it
+// is set.
+class StepTimes {
+ public:
+  using Clock = std::chrono::steady_clock;
+  StepTimes();
+  ~StepTimes();
+  bool on() const { return on_; }
+  void enter(cudaStream_t s);    // the step's call begins
+  void mark(int i);              // its tables are uploaded (0), its kernels or graph enqueued (1)
+  void launched(cudaStream_t s); // its work is enqueued (before the copy back)
+  void exit(int64_t rows);       // the step returns (after the sync)
+
+ private:
+  bool on_ = false;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  Clock::time_point enter_, marks_[2], launched_, exit_;
+  bool have_exit_ = false;
+  enum { kHost, kUpload, kEnqueue, kDevice, kWait, kOutside, kParts };
+  std::array<std::vector<double>, kParts> us_;  // per one-row step (kOutside: per gap between two)
 };
 
 // What a captured step depends on beyond the device buffers' contents.
@@ -133,9 +170,11 @@ class CudaPlan final : public Plan {
   std::vector<int64_t> slot_offset_;  // per value id: bytes per arena row before its slot
   int64_t arena_row_bytes_ = 0, capacity_ = 0;
   DeviceBuffer arena_, scratch_, step_ints_;
-  // q8_1 activations: [0] written by quantize_for, fused norms and attention; [1] by gated
-  // matmuls (their input is in [0] while they write).
+  // q8_1 activations: [0] written by quantize_for, fused norms and attention; a matmul launch
+  // that writes its output's q8_1 form (a gated epilogue, a folded norm) writes the one its
+  // input is not in.
   Q8Buffer q8_[2];
+  int roped_attention_ = -1;          // an attention whose ropes and KV store a q/k/v launch of this step did
   DeviceBuffer gated_counters_;       // matmul_q8_parts' per-group counters (GatedQ8), kept zero
   DeviceBuffer mma_scratch_;          // activations re-laid for the tensor-core matmuls (MmaPath)
   MmaPath mma() const { return {mma_scratch_.get(), mma_scratch_.bytes(), mma_rows_, mma_split_warps_}; }
@@ -161,6 +200,7 @@ class CudaPlan final : public Plan {
   std::vector<KvLayerShape> layers_;
   std::vector<std::string> explain_;
   int64_t vocab_ = 0;
+  StepTimes times_;
 };
 
 

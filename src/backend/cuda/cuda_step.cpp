@@ -3,7 +3,8 @@
 // the integer-dot path, else op by op; the rows whose logits are not wanted are gathered away
 // right after the step of the last attention. Each q8 buffer names the value whose q8_1 form
 // it holds, so a matmul quantizes its input only when no earlier kernel of the step (a fused
-// norm, an attention, a gated matmul, an earlier matmul of the same input) already did.
+// norm, an attention, a gated matmul, a projection with a folded norm, an earlier matmul of
+// the same input) already did.
 #include <fmt/format.h>
 
 #include "backend/cuda/check.h"
@@ -33,7 +34,8 @@ class ProgrammaticLaunchScope {
 void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept) {
   const ProgrammaticLaunchScope pdl(programmatic_);
   const int32_t* d_keep = tables.pos_of_row - T + 3 * T;
-  q8_[0].value = q8_[1].value = -1;
+  q8_[0].holds(-1), q8_[1].holds(-1);
+  roped_attention_ = -1;
   int64_t rows = T;
   auto drop_rows = [&] {
     if (kept == rows) return;
@@ -43,7 +45,7 @@ void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, i
                                       cudaMemcpyDeviceToDevice, stream_));
     }
     rows = kept;
-    q8_[0].value = q8_[1].value = -1;
+    q8_[0].holds(-1), q8_[1].holds(-1);
   };
   if (!low_.has_mixing()) drop_rows();
   for (int s = 0; s < int(fusion_.steps.size()); ++s) {
@@ -58,8 +60,11 @@ void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, i
 const Q8Buffer& CudaPlan::quantize_for(int v, int64_t K, int64_t rows) {
   for (const auto& b : q8_)
     if (b.value == v) return b;
+  const int d = fusion_.def_op[size_t(v)];
+  if (d >= 0 && fusion_.norm_folded[size_t(d)] && rows == 1)  // its f32 output was never written
+    loom::fail("%{}: a folded norm's q8_1 input was overwritten before its matmuls read it", low_.ops[size_t(d)].op->result);
   quantize_q8_1(value(v), K, rows, K, q8_[0].q(), q8_[0].ds(), stream_);
-  q8_[0].value = v;
+  q8_[0].holds(v);
   return q8_[0];
 }
 
@@ -74,11 +79,36 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
       const DeviceWeight& w = weights_.at(lo.in[1].weight);
       return MatmulPart{w.type, w.packed, w.packed_row_bytes, w.rows, value(lo.out), lo.cols};
     };
+    const Q8Buffer& x = quantize_for(first.in[0].value, K, rows);
+    Q8Buffer& spare = &x == &q8_[0] ? q8_[1] : q8_[0];  // for the output's q8_1 form
     std::vector<MatmulPart> parts;
     MatmulEpilogue e = MatmulEpilogue::store;
-    GatedQ8 gq8;
+    Q8Out out_q8;
+    int out_q8_value = -1;
+    RopeKvOut rope_kv;
+    const RopeKvOut* rope = nullptr;
     if (st.epilogue_op < 0) {
       for (int j = 0; j < n_mm; ++j) parts.push_back(part_of(st.ops[size_t(j)]));
+      if (st.rope_attention >= 0 && rows == 1 && T == 1) {  // rope + KV store in the epilogue
+        const passes::LoweredOp& at = low_.ops[size_t(st.rope_attention)];
+        const passes::LoweredOp &rq = low_.ops[size_t(fusion_.def_op[size_t(at.in[0].value)])],
+                                &rk = low_.ops[size_t(fusion_.def_op[size_t(at.in[1].value)])];
+        const auto ra = passes::rope_attrs(*rq.op);
+        rope_kv.rope = {ra.head_dim, ra.n_rot, float(ra.base), float(ra.freq_scale), nullptr, ra.neox};
+        if (rq.in.size() > 2 && rq.in[2].weight)
+          rope_kv.rope.ff = reinterpret_cast<const float*>(weight(rq.in[2], *rq.op).data);
+        rope_kv.kv = kv.layer(passes::attention_attrs(*at.op).layer);
+        rope_kv.st = tables;
+        for (int j = 0; j < n_mm; ++j) {
+          const int out = low_.ops[size_t(st.ops[size_t(j)])].out;
+          MatmulPart& p = parts[size_t(j)];
+          if (out == rq.in[0].value) p.out = MatmulPart::Out::rope_q, p.y = value(rq.out), p.ldy = rq.cols;
+          else if (out == rk.in[0].value) p.out = MatmulPart::Out::rope_k, p.y = nullptr;
+          else if (out == at.in[2].value) p.out = MatmulPart::Out::kv_v, p.y = nullptr;
+        }
+        rope = &rope_kv;
+        roped_attention_ = st.rope_attention;
+      }
     } else {
       const passes::LoweredOp& ep = low_.ops[size_t(st.epilogue_op)];
       if (ep.code == Opcode::add) {  // one projection + its residual, into the add's output
@@ -90,6 +120,12 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
         p.residual = value(res);
         p.ld_residual = low_.cols[size_t(res)];
         parts.push_back(p);
+        if (st.norm_op >= 0 && rows == 1) {  // the norm after it, folded: its q8_1 input
+          const passes::LoweredOp& nm = low_.ops[size_t(st.norm_op)];
+          out_q8 = {spare.q(), spare.ds(), gated_counters_.get<int>(),
+                    reinterpret_cast<const float*>(weight(nm.in[1], *nm.op).data), spare.ssq()};
+          out_q8_value = nm.out;
+        }
       } else {  // gate and up, into the gated op's output
         const int gate = low_.ops[size_t(st.ops[0])].out == ep.in[0].value ? st.ops[0] : st.ops[1];
         const int up = gate == st.ops[0] ? st.ops[1] : st.ops[0];
@@ -97,13 +133,18 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
         parts[0].y = value(ep.out);
         parts[0].ldy = ep.cols;
         e = ep.code == Opcode::swiglu ? MatmulEpilogue::swiglu : MatmulEpilogue::geglu;
-        if (fusion_.gated_q8[size_t(st.epilogue_op)]) gq8 = {q8_[1].q(), q8_[1].ds(), gated_counters_.get<int>()};
+        if (fusion_.gated_q8[size_t(st.epilogue_op)]) {
+          out_q8 = {spare.q(), spare.ds(), gated_counters_.get<int>()};
+          out_q8_value = ep.out;
+        }
       }
     }
-    const Q8Buffer& x = quantize_for(first.in[0].value, K, rows);
-    if (&x == &q8_[1]) gq8 = {};  // its output's codes would overwrite the input's: quantize later
-    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, gq8, mma(), gemv_warps_);
-    if (gq8.codes) q8_[1].value = low_.ops[size_t(st.epilogue_op)].out;
+    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, out_q8, mma(), gemv_warps_,
+                    x.norm(), rope);
+    if (out_q8.codes) {
+      spare.holds(out_q8_value);
+      if (out_q8.ssq) spare.folded_norm = true, spare.eps = float(passes::norm_eps(*low_.ops[size_t(st.norm_op)].op));
+    }
     return true;
   }
   if (st.kind == FusedStep::Kind::rope_attention) {
@@ -118,14 +159,16 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
     RopeSpec rs{ra.head_dim, ra.n_rot, float(ra.base), float(ra.freq_scale), nullptr, ra.neox};
     if (q.in.size() > 2 && q.in[2].weight) rs.ff = reinterpret_cast<const float*>(weight(q.in[2], *q.op).data);
     const KvView& view = kv.layer(aa.layer);
-    rope_kv_store(rs, value(q.in[0].value), aa.n_head, value(q.out), value(k.in[0].value), value(at.in[2].value), view,
-                  tables, rows, stream_);
+    if (roped_attention_ == st.ops.back()) roped_attention_ = -1;  // the q/k/v launch did it
+    else
+      rope_kv_store(rs, value(q.in[0].value), aa.n_head, value(q.out), value(k.in[0].value), value(at.in[2].value), view,
+                    tables, rows, stream_);
     const AttentionShape shape{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
                                float(aa.scale), float(aa.softcap)};
     const bool q8 = fusion_.attention_q8[size_t(st.ops.back())] && q8_path(rows);
     attention(shape, view, tables, value(q.out), value(at.out), rows, stream_, attn_scratch_.get<float>(),
               attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
-    if (q8) q8_[0].value = at.out;
+    if (q8) q8_[0].holds(at.out);
     return true;
   }
   return false;
@@ -159,9 +202,11 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
     case Opcode::rms_norm: {
       const DeviceWeight& w = weight(lo.in[1], op);
       const float* wf = reinterpret_cast<const float*>(w.data);
+      for (const auto& b : q8_)
+        if (b.value == lo.out) return;  // folded into the projection before it (norm_op)
       if (fusion_.norm_q8[size_t(i)] && q8_path(rows)) {  // the matmuls after it read q8_1
         rms_norm_q8(in(0), wf, float(passes::norm_eps(op)), out, rows, lo.cols, q8_[0].q(), q8_[0].ds(), stream_);
-        q8_[0].value = lo.out;
+        q8_[0].holds(lo.out);
       } else {
         rms_norm(in(0), wf, float(passes::norm_eps(op)), out, rows, lo.cols, w.cols, stream_);
       }
@@ -184,7 +229,8 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
         // q, k and v (gate and up) read one input: it is quantized once for all of them.
         const Q8Buffer& x = quantize_for(lo.in[0].value, w.cols, rows);
         const MatmulPart part{w.type, w.packed, w.packed_row_bytes, w.rows, out, lo.cols};
-        matmul_q8_parts(&part, 1, MatmulEpilogue::store, w.cols, x.q(), x.ds(), rows, stream_, {}, mma(), gemv_warps_);
+        matmul_q8_parts(&part, 1, MatmulEpilogue::store, w.cols, x.q(), x.ds(), rows, stream_, {}, mma(), gemv_warps_,
+                        x.norm());
       } else {
         matmul_rows(w.type, w.data, w.row_bytes, w.rows, w.cols, in(0), w.cols, rows, out, lo.cols, stream_);
       }
@@ -223,7 +269,7 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
       const bool q8 = fusion_.attention_q8[size_t(i)] && q8_path(rows);
       attention(shape, view, tables, in(0), out, rows, stream_, attn_scratch_.get<float>(),
                 attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
-      if (q8) q8_[0].value = lo.out;
+      if (q8) q8_[0].holds(lo.out);
       break;
     }
   }

@@ -75,9 +75,7 @@ __global__ void rope_kv_store_kernel(RopeSpec rs, RopeAngles angles, const float
     i1 = rs.neox ? j + half_rot : 2 * j + 1;
     float c, s;
     angles.cos_sin(pos, j, c, s);
-    const float x0 = xh[i0], x1 = xh[i1];
-    y0 = x0 * c - x1 * s;
-    y1 = x0 * s + x1 * c;
+    rotate_pair(xh[i0], xh[i1], c, s, y0, y1);
   } else {
     i0 = rs.n_rot + 2 * (j - half_rot);
     i1 = i0 + 1;

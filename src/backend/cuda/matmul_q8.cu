@@ -25,7 +25,9 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/packed_layout.h"
+#include "backend/cuda/paged_kv.cuh"
 #include "backend/cuda/q8_1.cuh"
+#include "backend/cuda/rope.cuh"
 #include "backend/cuda/warp.cuh"
 
 namespace loom::backend::cuda {
@@ -40,6 +42,8 @@ struct XRows {  // the q8_1 activations: row r codes at q + r * K, scales at ds 
   const int8_t* __restrict__ q;
   const float2* __restrict__ ds;
   int64_t K;
+  const float* __restrict__ ssq = nullptr;  // one row: the RMS norm's sums of squares (RowNorm), or null
+  float eps = 0;
   __device__ int4 codes16(int r, int64_t e) const { return *reinterpret_cast<const int4*>(q + r * K + e); }
   __device__ float2 scale(int r, int64_t e) const { return ds[r * (K / 32) + e / 32]; }
 };
@@ -279,6 +283,20 @@ __device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& 
   for (int d = 0; d < D - 1; ++d)
     if (d < total) load_next(buf[d]);
   wait_previous_kernel();
+  // One activation row may be an RMS norm's input times its weight (RowNorm): every sum is
+  // multiplied by the norm's scale, which every warp adds up in the same order. The scale waits
+  // in shared memory, not in a register the loop would keep.
+  __shared__ float norm_scale[kWarpsPerBlock];
+  if constexpr (R == 1) {
+    if (x.ssq) {
+      const int groups = int(K / kQ8Block);
+      float t = 0.f;
+      for (int g = lane; g < groups; g += kWarpSize) t += x.ssq[g];
+      const float scale = rsqrtf(warp_sum(t) / float(K) + x.eps);
+      if (lane == 0) norm_scale[threadIdx.x / kWarpSize] = scale;
+      __syncwarp();
+    }
+  }
   float acc[R][P];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -305,6 +323,11 @@ __device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& 
         for (int r = 0; r < R; ++r)
 #pragma unroll
           for (int p = 0; p < P; ++p) acc[r][p] = warp_sum(acc[r][p]);
+        if constexpr (R == 1) {
+          if (x.ssq)
+#pragma unroll
+            for (int p = 0; p < P; ++p) acc[0][p] *= norm_scale[threadIdx.x / kWarpSize];
+        }
         finish(tile, acc);
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -317,19 +340,50 @@ __device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& 
 }
 
 constexpr int kMaxParts = 4;
-// A launch's epilogue: store (each part's rows, plus a residual where set); gated (gate and up
-// rows of one type in one stream, y = act(gate) * up into part 0's output); gated_up (the up
-// rows, part 0's output holding the gate's sums, which a store launch before it wrote: gate and
-// up of different types).
-enum class Epi { store, gated, gated_up };
+// A launch's epilogue: store (each part's rows, plus a residual where set); store_norm (one
+// activation row: one part with its residual, the output also in q8_1 for the RMS norm after
+// it, Q8Out); rope_kv (one activation row: store, the parts' rows rotated and stored into the
+// KV pool as MatmulPart::Out says); gated (gate and up rows of one type in one stream, y =
+// act(gate) * up into part 0's output); gated_up (the up rows, part 0's output holding the
+// gate's sums, which a store launch before it wrote: gate and up of different types).
+enum class Epi { store, store_norm, rope_kv, gated, gated_up };
+constexpr bool stores(Epi e) { return e == Epi::store || e == Epi::store_norm || e == Epi::rope_kv; }
+struct RopeKvDev {  // RopeKvOut as the rope_kv epilogue reads it
+  RopeAngles angles;
+  int64_t head_dim = 0, n_rot = 0;
+  KvView kv;
+  StepTables st;
+};
 struct Parts {  // the launch's weights: warps [warp_end[i - 1], warp_end[i]) take part i's rows
   MatmulPart p[kMaxParts];
   int64_t warp_end[kMaxParts];
   int64_t warps;  // warp_end[n - 1]
   int n;
   MatmulEpilogue act;  // the gated epilogues' activation (swiglu, geglu)
-  GatedQ8 q8;          // gated epilogues: also the output's q8_1 form, when q8.codes is set
+  Q8Out q8;            // gated and store_norm epilogues: also the output's q8_1 form, when q8.codes is set
+  RopeKvDev rope;      // rope_kv
 };
+
+// The q8_1 output's groups of 32 (Q8Out): a warp that has stored outputs up to n of its range
+// [n0, n1) calls this on every lane at the end of its part of a group (n the group's last output
+// or n1 - 1); it publishes them (fence) and adds their count to the group's counter, and the
+// warp that brings it to 32 gets true on every lane (after a fence: the group's outputs are
+// readable from L2) and resets the counter for the next launch.
+__device__ __forceinline__ bool completes_q8_group(int64_t n, int64_t n0, int64_t n1, int* counters, int lane) {
+  if (n % kQ8Block != kQ8Block - 1 && n != n1 - 1) return false;
+  const int64_t group = n / kQ8Block;
+  int done = 0;
+  if (lane == 0) {
+    const int64_t from = n0 > group * kQ8Block ? n0 : group * kQ8Block;
+    const int mine = int(n - from + 1);
+    __threadfence();
+    done = atomicAdd(counters + group, mine) == kQ8Block - mine;
+  }
+  if (!shfl(done, 0)) return false;
+  __threadfence();
+  if (lane == 0) counters[group] = 0;
+  return true;
+}
 
 // Part i of the launch, by unrolled selects (a run-time index into the parameter array would
 // copy it to local memory).
@@ -339,6 +393,57 @@ __device__ __forceinline__ MatmulPart select_part(const Parts& P, int i) {
   for (int k = 1; k < kMaxParts; ++k)
     if (i == k) part = P.p[k];
   return part;
+}
+
+// The rope_kv epilogue's angles: a warp's first kRopeTiles tiles (launch_typed gives a rope_kv
+// launch enough warps), their (cos, sin), worked out before the stream (the accurate cosf /
+// sinf would otherwise sit in the loop and push its registers into spills); and the KV row of
+// the step's one position.
+constexpr int kRopeTiles = 64;
+struct RopeWarp {
+  float2 cs[kRopeTiles];
+  int64_t kv_row;
+};
+
+// Before wait_previous_kernel: the step's tables are written before its first kernel starts,
+// by a copy, not by a kernel of the step.
+__device__ __forceinline__ void rope_warp_prepare(const RopeKvDev& rk, const MatmulPart& part, int64_t n0, int64_t tiles,
+                                                  RopeWarp& w, int lane) {
+  using Out = MatmulPart::Out;
+  const int32_t pos = rk.st.pos_of_row[0];
+  if (part.out == Out::rope_q || part.out == Out::rope_k)
+    for (int64_t t = lane; t < tiles; t += kWarpSize) {
+      const int64_t i = ((n0 + 2 * t) % rk.head_dim) / 2;
+      float c = 1.f, s = 0.f;
+      if (i < rk.n_rot / 2) rk.angles.cos_sin(pos, i, c, s);  // pairs past n_rot pass through
+      w.cs[t] = make_float2(c, s);
+    }
+  if (lane == 0) w.kv_row = kv_row(rk.st, rk.st.seq_of_row[0], pos, rk.kv.block_size);
+  __syncwarp();
+}
+
+// The rope_kv epilogue of a store tile, the warp's tile t: rows n and n + 1 of a part (n even;
+// `pair`: n + 1 is a row) with sums a and b, as MatmulPart::Out says; the same values as a
+// store, then rope_kv_store (a query or key pair (2i, 2i + 1) of a head is a tile).
+__device__ __forceinline__ void rope_kv_out(const RopeKvDev& rk, const MatmulPart& part, const RopeWarp& w, int t,
+                                            int64_t n, float a, float b, bool pair) {
+  using Out = MatmulPart::Out;
+  if (part.out == Out::y) {
+    part.y[n] = part.residual ? a + part.residual[n] : a;
+    if (pair) part.y[n + 1] = part.residual ? b + part.residual[n + 1] : b;
+    return;
+  }
+  if (part.out != Out::kv_v) {  // rope_q, rope_k: n + 1 is a row (head_dim is even and divides N)
+    const float2 cs = w.cs[t];
+    rotate_pair(a, b, cs.x, cs.y, a, b);
+    if (part.out == Out::rope_q) {
+      part.y[n] = a, part.y[n + 1] = b;
+      return;
+    }
+  }
+  __half* o = part.out == Out::rope_k ? rk.kv.k + w.kv_row * rk.kv.k_width : rk.kv.v + w.kv_row * rk.kv.v_width;
+  o[n] = __float2half_rn(a);
+  if (pair) o[n + 1] = __float2half_rn(b);
 }
 
 // Each warp takes an even, contiguous range of one part's rows (store), or of the gate and up
@@ -355,7 +460,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
   // parameter array would copy it to local memory).
   int pi = 0;
   int64_t first = 0, end = P.warp_end[0];
-  if constexpr (E == Epi::store) {
+  if constexpr (stores(E)) {
 #pragma unroll
     for (int i = 1; i < kMaxParts; ++i)
       if (i < P.n && g >= P.warp_end[i - 1]) pi = i, first = P.warp_end[i - 1], end = P.warp_end[i];
@@ -369,7 +474,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
   // part's last pair is one row, read twice) or the gate and up row of an output (gated);
   // several activation rows, one row a tile (gated: gate row n, up row n, gate row n + 1, ...).
   constexpr int TR = kTile<R>;
-  constexpr int64_t per = E == Epi::store ? TR : 1;
+  constexpr int64_t per = stores(E) ? TR : 1;
   const int64_t j = g - first, warps = end - first, all = (part.N + per - 1) / per;
   const int64_t t0 = j * all / warps, t1 = (j + 1) * all / warps;
   const int64_t n0 = t0 * per, n1 = t1 * per < part.N ? t1 * per : part.N, count = n1 - n0;
@@ -378,8 +483,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
   const int64_t ahead = count < 4 ? count : 4;
   const size_t pull = ahead * part.row_bytes < 8192 ? ahead * part.row_bytes : 8192;
   if (E != Epi::gated_up) prefetch_l2(part.w + size_t(n0) * part.row_bytes, pull, lane);
-  if (E != Epi::store) prefetch_l2(up.w + size_t(n0) * up.row_bytes, pull, lane);
-  if constexpr (E == Epi::store) {
+  if (!stores(E)) prefetch_l2(up.w + size_t(n0) * up.row_bytes, pull, lane);
+  if constexpr (stores(E)) {
+    static_assert(E == Epi::store || R == 1, "store_norm and rope_kv take one activation row");
+    __shared__ RopeWarp rope_warps[E == Epi::rope_kv ? kWarpsPerBlock : 1];
+    RopeWarp& rw = rope_warps[E == Epi::rope_kv ? threadIdx.x / kWarpSize : 0];
+    if constexpr (E == Epi::rope_kv) rope_warp_prepare(P.rope, part, n0, t1 - t0, rw, lane);
     stream_tiles<T, R, TR>(
         int(t1 - t0), x.K, x, lane,
         [&](int i, int p) {
@@ -387,17 +496,30 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
           return part.w + size_t(n < n1 ? n : n1 - 1) * part.row_bytes;
         },
         [&](int i, const float (&acc)[R][TR]) {
-          if (lane != 0) return;
           const MatmulPart part = select_part(P, pi);  // again, rather than held in registers
+          const int64_t n = n0 + TR * i;
+          if constexpr (E == Epi::rope_kv) {
+            if (lane == 0) rope_kv_out(P.rope, part, rw, i, n, acc[0][0], acc[0][1], n + 1 < n1);
+            return;
+          }
+          if (lane == 0) {
 #pragma unroll
-          for (int p = 0; p < TR; ++p) {
-            const int64_t n = n0 + TR * i + p;
-            if (n >= n1) break;
+            for (int p = 0; p < TR; ++p) {
+              if (n + p >= n1) break;
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-              const float res = part.residual ? part.residual[r * part.ld_residual + n] : 0.f;
-              part.y[r * part.ldy + n] = part.residual ? acc[r][p] + res : acc[r][p];
+              for (int r = 0; r < R; ++r) {
+                const float res = part.residual ? part.residual[r * part.ld_residual + n + p] : 0.f;
+                part.y[r * part.ldy + n + p] = part.residual ? acc[r][p] + res : acc[r][p];
+              }
             }
+          }
+          if constexpr (E == Epi::store_norm) {  // the norm's q8_1 input and sums of squares
+            if (!completes_q8_group(n + TR - 1 < n1 ? n + TR - 1 : n1 - 1, n0, n1, P.q8.counters, lane)) return;
+            const int64_t group = (n + TR - 1 < n1 ? n + TR - 1 : n1 - 1) / kQ8Block, e = group * kQ8Block + lane;
+            const float v = __ldcg(part.y + e);
+            quantize_q8_1_block(v * P.q8.norm_w[e], P.q8.codes + e, P.q8.ds + group, lane);
+            const float sq = warp_sum(v * v);
+            if (lane == 0) P.q8.ssq[group] = sq;
           }
         });
     return;
@@ -413,23 +535,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
       for (int r = 0; r < R; ++r)
         part.y[r * part.ldy + n] = (P.act == MatmulEpilogue::swiglu ? silu(gate[r]) : gelu_tanh(gate[r])) * upv[r];
     }
-    if (!P.q8.codes || (n % kQ8Block != kQ8Block - 1 && n != n1 - 1)) return;
-    const int64_t group = n / kQ8Block;
-    int done = 0;
-    if (lane == 0) {
-      const int64_t from = n0 > group * kQ8Block ? n0 : group * kQ8Block;
-      const int mine = int(n - from + 1);
-      __threadfence();
-      done = atomicAdd(P.q8.counters + group, mine) == kQ8Block - mine;
-    }
-    if (!shfl(done, 0)) return;
-    __threadfence();
-    const int64_t e = group * kQ8Block + lane, N = part.N;
+    if (!P.q8.codes || !completes_q8_group(n, n0, n1, P.q8.counters, lane)) return;
+    const int64_t group = n / kQ8Block, e = group * kQ8Block + lane, N = part.N;
 #pragma unroll
     for (int r = 0; r < R; ++r)
       quantize_q8_1_block(__ldcg(part.y + r * part.ldy + e), P.q8.codes + r * N + e, P.q8.ds + r * (N / kQ8Block) + group,
                           lane);
-    if (lane == 0) P.q8.counters[group] = 0;
   };
   if constexpr (E == Epi::gated && TR == 2) {  // tiles of gate row n and up row n
     stream_tiles<T, R, 2>(
@@ -508,13 +619,14 @@ double part_bytes(const MatmulPart& m) { return double(m.N) * double(m.row_bytes
 template <TensorType T, int R, Epi E>
 void launch_typed(Parts P, const XRows& x, int64_t max_warps, double share, cudaStream_t s) {
   const double budget = double(max_warps > 0 ? max_warps : resident_warps<T, R, E>()) * share;
-  const int parts = E == Epi::store ? P.n : 1;
+  const int parts = stores(E) ? P.n : 1;
   double bytes = 0;
   for (int i = 0; i < parts; ++i) bytes += part_bytes(P.p[i]);
   int64_t end = 0;
   for (int i = 0; i < parts; ++i) {
-    const int64_t tiles = E == Epi::store ? (P.p[i].N + kTile<R> - 1) / kTile<R> : P.p[i].N;  // as the kernel's
-    end += std::clamp(int64_t(std::llround(budget * part_bytes(P.p[i]) / bytes)), int64_t(1), tiles);
+    const int64_t tiles = stores(E) ? (P.p[i].N + kTile<R> - 1) / kTile<R> : P.p[i].N;  // as the kernel's
+    const int64_t least = E == Epi::rope_kv ? (tiles + kRopeTiles - 1) / kRopeTiles : 1;  // RopeWarp's angles
+    end += std::clamp(int64_t(std::llround(budget * part_bytes(P.p[i]) / bytes)), least, tiles);
     P.warp_end[i] = end;
   }
   for (int i = parts; i < kMaxParts; ++i) P.warp_end[i] = end;
@@ -552,6 +664,9 @@ void launch_rows(const Parts& P, const XRows& x, int64_t max_warps, cudaStream_t
     launch_of_type<R, Epi::store>(gate, x, max_warps, part_bytes(P.p[0]) / total, s);
     return launch_of_type<R, Epi::gated_up>(P, x, max_warps, part_bytes(P.p[1]) / total, s);
   }
+  if constexpr (R == 1) {
+    if (P.q8.codes) return launch_of_type<1, Epi::store_norm>(P, x, max_warps, 1.0, s);  // one part
+  }
   bool done[kMaxParts] = {};
   for (int i = 0; i < P.n; ++i) {
     if (done[i]) continue;
@@ -560,6 +675,12 @@ void launch_rows(const Parts& P, const XRows& x, int64_t max_warps, cudaStream_t
     double bytes = 0;
     for (int k = i; k < P.n; ++k)
       if (!done[k] && P.p[k].type == P.p[i].type) same.p[same.n++] = P.p[k], bytes += part_bytes(P.p[k]), done[k] = true;
+    if constexpr (R == 1) {
+      if (P.rope.head_dim > 0) {
+        launch_of_type<1, Epi::rope_kv>(same, x, max_warps, bytes / total, s);
+        continue;
+      }
+    }
     launch_of_type<R, Epi::store>(same, x, max_warps, bytes / total, s);
   }
 }
@@ -581,8 +702,8 @@ void quantize_q8_1(const float* x, int64_t ldx, int64_t rows, int64_t K, int8_t*
 }
 
 void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
-                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8, const MmaPath& mma,
-                     int64_t max_warps) {
+                     const float2* ds, int64_t rows, cudaStream_t s, const Q8Out& q8, const MmaPath& mma,
+                     int64_t max_warps, const RowNorm& norm, const RopeKvOut* rope) {
   if (n_parts < 1 || n_parts > kMaxParts) cuda_invalid("matmul_q8_parts: 1 to 4 weights per launch");
   if (e != MatmulEpilogue::store && (n_parts != 2 || parts[0].N != parts[1].N || parts[0].residual))
     cuda_invalid("matmul_q8_parts: a gated epilogue takes two weights (gate, up) of equal rows and no residual");
@@ -598,10 +719,39 @@ void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int
     P.p[i] = m;
     end += e == MatmulEpilogue::store || i == 0 ? m.N : 0;
   }
-  if (q8.codes && (e == MatmulEpilogue::store || end % kQ8Block || !q8.ds || !q8.counters))
-    cuda_invalid("matmul_q8_parts: a q8_1 output needs a gated epilogue, rows a multiple of 32 and counters");
+  const bool norm_out = q8.codes && e == MatmulEpilogue::store;
+  if (q8.codes && (end % kQ8Block || !q8.ds || !q8.counters))
+    cuda_invalid("matmul_q8_parts: a q8_1 output needs rows a multiple of 32 and counters");
+  if (norm_out && (n_parts != 1 || !parts[0].residual || !q8.norm_w || !q8.ssq || rows != 1))
+    cuda_invalid("matmul_q8_parts: a store launch's q8_1 output (an RMS norm folded in) takes one weight with a "
+                 "residual, the norm's weight and sums of squares, and one activation row");
+  if (!norm_out && (q8.norm_w || q8.ssq)) cuda_invalid("matmul_q8_parts: only a store launch folds an RMS norm in");
+  if (norm.ssq && rows != 1) cuda_invalid("matmul_q8_parts: activations of a folded RMS norm are one row");
+  if (rope) {
+    const RopeSpec& r = rope->rope;
+    if (e != MatmulEpilogue::store || rows != 1 || q8.codes)
+      cuda_invalid("matmul_q8_parts: rope and KV outputs are a store launch's, at one activation row");
+    if (r.neox || r.head_dim <= 0 || r.head_dim % 2 || r.n_rot <= 0 || r.n_rot % 2 || r.n_rot > r.head_dim)
+      cuda_invalid("matmul_q8_parts: rope in the epilogue rotates pairs (2i, 2i + 1) (not neox), head_dim and n_rot "
+                   "even, n_rot <= head_dim");
+  }
+  for (int i = 0; i < n_parts; ++i) {
+    using Out = MatmulPart::Out;
+    const MatmulPart& m = parts[i];
+    if (m.out == Out::y) continue;
+    if (!rope) cuda_invalid("matmul_q8_parts: a part's rope or KV output needs the rope and the KV pool");
+    if (m.residual) cuda_invalid("matmul_q8_parts: a rope or KV output takes no residual");
+    if (m.out != Out::kv_v && m.N % rope->rope.head_dim) cuda_invalid("matmul_q8_parts: rotated rows are whole heads");
+    if ((m.out == Out::rope_k && m.N != rope->kv.k_width) || (m.out == Out::kv_v && m.N != rope->kv.v_width))
+      cuda_invalid("matmul_q8_parts: key and value rows are the KV pool's widths");
+  }
   if (end <= 0) return;
-  bool tensor_cores = mma.min_rows > 0 && rows >= mma.min_rows && mma_device();
+  if (rope) {
+    const RopeSpec& r = rope->rope;
+    P.rope = {{powf(r.base, -2.0f / float(r.n_rot)), r.freq_scale, r.ff}, r.head_dim, r.n_rot, rope->kv, rope->st};
+  }
+  // One activation row's fusions (a folded norm on either side, rope and KV outputs) run on the warp kernels.
+  bool tensor_cores = !norm_out && !norm.ssq && !rope && mma.min_rows > 0 && rows >= mma.min_rows && mma_device();
   for (int i = 0; i < n_parts; ++i) tensor_cores = tensor_cores && has_mma_kernel(parts[i].type);
   if (tensor_cores) {  // the gated output's q8_1 form, if wanted, by the quantize kernel after it
     matmul_mma_parts(parts, n_parts, e, K, q, ds, rows, s, mma);
@@ -609,7 +759,7 @@ void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int
     return;
   }
   for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
-    const XRows x{q + r0 * K, ds + r0 * (K / 32), K};
+    const XRows x{q + r0 * K, ds + r0 * (K / 32), K, norm.ssq, norm.eps};
     Parts Pr = P;
     for (int i = 0; i < n_parts; ++i) {
       Pr.p[i].y += r0 * Pr.p[i].ldy;

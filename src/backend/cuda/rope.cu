@@ -20,8 +20,7 @@ __global__ void rope_kernel(const float* __restrict__ x, const int32_t* __restri
     const int64_t base = r * cols + h * head_dim;
     const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
     const float x0 = x[base + i0], x1 = x[base + i1];
-    out[base + i0] = x0 * c - x1 * s;
-    out[base + i1] = x0 * s + x1 * c;
+    rotate_pair(x0, x1, c, s, out[base + i0], out[base + i1]);
     return;
   }
   const int64_t pass = head_dim - n_rot, t = tid - pairs;

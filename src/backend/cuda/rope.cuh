@@ -1,8 +1,8 @@
-// The rotation angle of rotary pair i at a position, shared by the rope kernel and the fused
-// rope + KV store (so both give the same bits). theta_i is built by i repeated fp32
-// multiplications of the position by base^(-2/n_rot), as ggml's rope cache (and the reference
-// backend) build it, so angles at long positions agree to the last bit rather than to powf's
-// rounding; cos/sin are the accurate (not intrinsic) versions for the same reason.
+// The rotation angle of rotary pair i at a position, shared by the kernels that rotate (so all
+// give the same bits). theta_i is built by i repeated fp32 multiplications of the position by
+// base^(-2/n_rot), as ggml's rope cache (and the reference backend) build it, so angles at long
+// positions agree to the last bit rather than to powf's rounding; cos/sin are the accurate
+// (not intrinsic) versions for the same reason.
 #pragma once
 #include <cstdint>
 
@@ -19,5 +19,13 @@ struct RopeAngles {
     s = sinf(th);
   }
 };
+
+// A pair rotated by the angle of (c, s), with its roundings named (not left to contraction), so
+// that every kernel that rotates (rope, rope_kv_store, the q/k/v matmuls' epilogue) gives the
+// same bits.
+__device__ __forceinline__ void rotate_pair(float x0, float x1, float c, float s, float& y0, float& y1) {
+  y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+  y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
+}
 
 }  // namespace loom::backend::cuda
