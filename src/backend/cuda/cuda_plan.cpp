@@ -93,7 +93,6 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   // Decode fusion (decode_fusion.h): which ops run as one kernel; buffers live by step.
   FusionRules rules;
   rules.enabled = sched.decode_fusion;
-  rules.fold_norms = sched.decode_norm_fold;
   rules.fold_ropes = sched.decode_rope_fold;
   auto weight_of = [&](const passes::LoweredOp& lo) -> const DeviceWeight* {
     if (lo.in.size() < 2 || !lo.in[1].weight) return nullptr;
@@ -162,7 +161,6 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
                           st.ops.size(), st.epilogue_op >= 0 ? ", with its epilogue" : "");
     if (st.kind == FusedStep::Kind::matmuls && st.ops[0] == int(i) && st.rope_attention >= 0)
       line += fmt::format(" [one row: rope + KV store of %{} in the epilogue]", low_.ops[size_t(st.rope_attention)].op->result);
-    if (fusion_.norm_folded[i]) line += " [one row: folded into the projection before it, which writes its q8_1 input]";
     if (fusion_.norm_q8[i]) line += " [fused in decode: writes q8_1 for the matmuls]";
     if (fusion_.attention_q8[i]) line += " [writes q8_1 for the output projection]";
     if (fusion_.gated_q8[i]) line += " [writes q8_1 for the down projection]";
@@ -186,7 +184,6 @@ void CudaPlan::grow(int64_t rows) {
     for (auto& b : q8_) {
       b.codes = DeviceBuffer(size_t(capacity_ * q8_max_k_));
       b.scales = DeviceBuffer(size_t(capacity_ * q8_max_k_ / 32) * sizeof(float2));
-      b.sums = DeviceBuffer(size_t(q8_max_k_ / 32) * sizeof(float));  // a folded norm: one row
     }
     // Only steps on the decode kernels (at most gemm_rows rows with a GEMM) reach the MMA path.
     const int64_t mma_cap = gemm_ ? std::min(capacity_, gemm_rows_) : capacity_;
@@ -416,10 +413,8 @@ class CudaBackend final : public Backend {
         {"", "decode_fusion", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "decode steps run fused kernels: norm + q8_1, q/k/v and gate/up (+ swiglu) as one launch each, rope into "
          "the KV store, residual adds in the matmul epilogue"},
-        // The two joins of one activation row (decode_fusion.h), each a choice a program can turn off.
-        {"", "decode_norm_fold", ScheduleKey::Type::boolean, 0, 0, {}, true,
-         "with decode_fusion, at one activation row: a projection + residual add also writes the q8_1 input of the "
-         "RMS norm after it, whose own kernel is then not launched"},
+        // On since its first measurement (H100, tg128 with the fold off / on: 135M 1,088 / 1,167,
+        // 1B 1,176 / 1,221, 8B 375.9 / 377.7 t/s; docs/cuda-kernels.md, version 8).
         {"", "decode_rope_fold", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "with decode_fusion, at one activation row: the q/k/v launch rotates q and k (llama's rotary pairs) and "
          "stores k and v into the KV cache in its epilogue, so attention runs alone"},
@@ -457,7 +452,6 @@ class CudaBackend final : public Backend {
     sched.gemm_rows = sr.integer("gemm_rows");
     sched.mma_rows = sr.integer("mma_rows");
     sched.decode_fusion = sr.boolean("decode_fusion");
-    sched.decode_norm_fold = sr.boolean("decode_norm_fold");
     sched.decode_rope_fold = sr.boolean("decode_rope_fold");
     sched.programmatic_launch = sr.boolean("programmatic_launch");
     sched.gemm_f16_weights = sr.boolean("gemm_f16_weights");

@@ -21,27 +21,19 @@
 namespace loom::backend::cuda {
 
 // Activations in q8_1 for the integer-dot matmuls, and the value whose q8_1 form they hold in
-// the current step (-1: none). A folded RMS norm's value (decode_fusion.h, norm_op) is held as
-// its input times its weight plus the groups' sums of squares (ssq, eps: the RowNorm the
-// matmuls that read it apply).
+// the current step (-1: none).
 struct Q8Buffer {
-  DeviceBuffer codes, scales, sums;
+  DeviceBuffer codes, scales;
   int value = -1;
-  bool folded_norm = false;
-  float eps = 0;
   int8_t* q() const { return codes.get<int8_t>(); }
   float2* ds() const { return scales.get<float2>(); }
-  float* ssq() const { return sums.get<float>(); }
-  RowNorm norm() const { return folded_norm ? RowNorm{ssq(), eps} : RowNorm{}; }
-  void holds(int v) { value = v, folded_norm = false; }
 };
 
 // The cuda backend's schedule keys as a program sets them, read by CudaBackend::compile from
 // the keys CudaBackend::schedule_keys declares (their defaults live there, not here).
 struct CudaSchedule {
   int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
-  bool decode_fusion = false, decode_norm_fold = false, decode_rope_fold = false, programmatic_launch = false;
-  bool gemm_f16_weights = false;
+  bool decode_fusion = false, decode_rope_fold = false, programmatic_launch = false, gemm_f16_weights = false;
   bool mma_wide_split = false, gemv_resident = false;
 };
 
@@ -156,6 +148,7 @@ class CudaPlan final : public Plan {
   bool run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows);
   bool q8_path(int64_t rows) const { return !(gemm_ && rows > gemm_rows_); }
   const Q8Buffer& quantize_for(int value, int64_t K, int64_t rows);
+  RopeSpec rope_spec(const passes::LoweredOp& rope) const;  // a rope op's, for the fused kernels
   void replay(const GraphKey& key, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept);
   void drop_graphs() {
     for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
@@ -170,9 +163,8 @@ class CudaPlan final : public Plan {
   std::vector<int64_t> slot_offset_;  // per value id: bytes per arena row before its slot
   int64_t arena_row_bytes_ = 0, capacity_ = 0;
   DeviceBuffer arena_, scratch_, step_ints_;
-  // q8_1 activations: [0] written by quantize_for, fused norms and attention; a matmul launch
-  // that writes its output's q8_1 form (a gated epilogue, a folded norm) writes the one its
-  // input is not in.
+  // q8_1 activations: [0] written by quantize_for, fused norms and attention; a gated matmul
+  // launch writes its output's q8_1 form into the one its input is not in.
   Q8Buffer q8_[2];
   int roped_attention_ = -1;          // an attention whose ropes and KV store a q/k/v launch of this step did
   DeviceBuffer gated_counters_;       // matmul_q8_parts' per-group counters (GatedQ8), kept zero

@@ -3,8 +3,7 @@
 // the integer-dot path, else op by op; the rows whose logits are not wanted are gathered away
 // right after the step of the last attention. Each q8 buffer names the value whose q8_1 form
 // it holds, so a matmul quantizes its input only when no earlier kernel of the step (a fused
-// norm, an attention, a gated matmul, a projection with a folded norm, an earlier matmul of
-// the same input) already did.
+// norm, an attention, a gated matmul, an earlier matmul of the same input) already did.
 #include <fmt/format.h>
 
 #include "backend/cuda/check.h"
@@ -34,7 +33,7 @@ class ProgrammaticLaunchScope {
 void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept) {
   const ProgrammaticLaunchScope pdl(programmatic_);
   const int32_t* d_keep = tables.pos_of_row - T + 3 * T;
-  q8_[0].holds(-1), q8_[1].holds(-1);
+  q8_[0].value = q8_[1].value = -1;
   roped_attention_ = -1;
   int64_t rows = T;
   auto drop_rows = [&] {
@@ -45,7 +44,7 @@ void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, i
                                       cudaMemcpyDeviceToDevice, stream_));
     }
     rows = kept;
-    q8_[0].holds(-1), q8_[1].holds(-1);
+    q8_[0].value = q8_[1].value = -1;
   };
   if (!low_.has_mixing()) drop_rows();
   for (int s = 0; s < int(fusion_.steps.size()); ++s) {
@@ -60,11 +59,8 @@ void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, i
 const Q8Buffer& CudaPlan::quantize_for(int v, int64_t K, int64_t rows) {
   for (const auto& b : q8_)
     if (b.value == v) return b;
-  const int d = fusion_.def_op[size_t(v)];
-  if (d >= 0 && fusion_.norm_folded[size_t(d)] && rows == 1)  // its f32 output was never written
-    loom::fail("%{}: a folded norm's q8_1 input was overwritten before its matmuls read it", low_.ops[size_t(d)].op->result);
   quantize_q8_1(value(v), K, rows, K, q8_[0].q(), q8_[0].ds(), stream_);
-  q8_[0].holds(v);
+  q8_[0].value = v;
   return q8_[0];
 }
 
@@ -83,8 +79,7 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
     Q8Buffer& spare = &x == &q8_[0] ? q8_[1] : q8_[0];  // for the output's q8_1 form
     std::vector<MatmulPart> parts;
     MatmulEpilogue e = MatmulEpilogue::store;
-    Q8Out out_q8;
-    int out_q8_value = -1;
+    GatedQ8 gq8;
     RopeKvOut rope_kv;
     const RopeKvOut* rope = nullptr;
     if (st.epilogue_op < 0) {
@@ -93,10 +88,7 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
         const passes::LoweredOp& at = low_.ops[size_t(st.rope_attention)];
         const passes::LoweredOp &rq = low_.ops[size_t(fusion_.def_op[size_t(at.in[0].value)])],
                                 &rk = low_.ops[size_t(fusion_.def_op[size_t(at.in[1].value)])];
-        const auto ra = passes::rope_attrs(*rq.op);
-        rope_kv.rope = {ra.head_dim, ra.n_rot, float(ra.base), float(ra.freq_scale), nullptr, ra.neox};
-        if (rq.in.size() > 2 && rq.in[2].weight)
-          rope_kv.rope.ff = reinterpret_cast<const float*>(weight(rq.in[2], *rq.op).data);
+        rope_kv.rope = rope_spec(rq);
         rope_kv.kv = kv.layer(passes::attention_attrs(*at.op).layer);
         rope_kv.st = tables;
         for (int j = 0; j < n_mm; ++j) {
@@ -120,12 +112,6 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
         p.residual = value(res);
         p.ld_residual = low_.cols[size_t(res)];
         parts.push_back(p);
-        if (st.norm_op >= 0 && rows == 1) {  // the norm after it, folded: its q8_1 input
-          const passes::LoweredOp& nm = low_.ops[size_t(st.norm_op)];
-          out_q8 = {spare.q(), spare.ds(), gated_counters_.get<int>(),
-                    reinterpret_cast<const float*>(weight(nm.in[1], *nm.op).data), spare.ssq()};
-          out_q8_value = nm.out;
-        }
       } else {  // gate and up, into the gated op's output
         const int gate = low_.ops[size_t(st.ops[0])].out == ep.in[0].value ? st.ops[0] : st.ops[1];
         const int up = gate == st.ops[0] ? st.ops[1] : st.ops[0];
@@ -133,18 +119,11 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
         parts[0].y = value(ep.out);
         parts[0].ldy = ep.cols;
         e = ep.code == Opcode::swiglu ? MatmulEpilogue::swiglu : MatmulEpilogue::geglu;
-        if (fusion_.gated_q8[size_t(st.epilogue_op)]) {
-          out_q8 = {spare.q(), spare.ds(), gated_counters_.get<int>()};
-          out_q8_value = ep.out;
-        }
+        if (fusion_.gated_q8[size_t(st.epilogue_op)]) gq8 = {spare.q(), spare.ds(), gated_counters_.get<int>()};
       }
     }
-    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, out_q8, mma(), gemv_warps_,
-                    x.norm(), rope);
-    if (out_q8.codes) {
-      spare.holds(out_q8_value);
-      if (out_q8.ssq) spare.folded_norm = true, spare.eps = float(passes::norm_eps(*low_.ops[size_t(st.norm_op)].op));
-    }
+    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, gq8, mma(), gemv_warps_, rope);
+    if (gq8.codes) spare.value = low_.ops[size_t(st.epilogue_op)].out;
     return true;
   }
   if (st.kind == FusedStep::Kind::rope_attention) {
@@ -154,10 +133,8 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
     const int rq = low_.ops[size_t(st.ops[0])].out == at.in[0].value ? st.ops[0] : st.ops[1];
     const int rk = rq == st.ops[0] ? st.ops[1] : st.ops[0];
     const passes::LoweredOp &q = low_.ops[size_t(rq)], &k = low_.ops[size_t(rk)];
-    const auto ra = passes::rope_attrs(*q.op);
     const auto aa = passes::attention_attrs(*at.op);
-    RopeSpec rs{ra.head_dim, ra.n_rot, float(ra.base), float(ra.freq_scale), nullptr, ra.neox};
-    if (q.in.size() > 2 && q.in[2].weight) rs.ff = reinterpret_cast<const float*>(weight(q.in[2], *q.op).data);
+    const RopeSpec rs = rope_spec(q);
     const KvView& view = kv.layer(aa.layer);
     if (roped_attention_ == st.ops.back()) roped_attention_ = -1;  // the q/k/v launch did it
     else
@@ -168,10 +145,17 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
     const bool q8 = fusion_.attention_q8[size_t(st.ops.back())] && q8_path(rows);
     attention(shape, view, tables, value(q.out), value(at.out), rows, stream_, attn_scratch_.get<float>(),
               attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
-    if (q8) q8_[0].holds(at.out);
+    if (q8) q8_[0].value = at.out;
     return true;
   }
   return false;
+}
+
+RopeSpec CudaPlan::rope_spec(const passes::LoweredOp& rope) const {
+  const auto ra = passes::rope_attrs(*rope.op);
+  RopeSpec rs{ra.head_dim, ra.n_rot, float(ra.base), float(ra.freq_scale), nullptr, ra.neox};
+  if (rope.in.size() > 2 && rope.in[2].weight) rs.ff = reinterpret_cast<const float*>(weight(rope.in[2], *rope.op).data);
+  return rs;
 }
 
 void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows) {
@@ -202,11 +186,9 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
     case Opcode::rms_norm: {
       const DeviceWeight& w = weight(lo.in[1], op);
       const float* wf = reinterpret_cast<const float*>(w.data);
-      for (const auto& b : q8_)
-        if (b.value == lo.out) return;  // folded into the projection before it (norm_op)
       if (fusion_.norm_q8[size_t(i)] && q8_path(rows)) {  // the matmuls after it read q8_1
         rms_norm_q8(in(0), wf, float(passes::norm_eps(op)), out, rows, lo.cols, q8_[0].q(), q8_[0].ds(), stream_);
-        q8_[0].holds(lo.out);
+        q8_[0].value = lo.out;
       } else {
         rms_norm(in(0), wf, float(passes::norm_eps(op)), out, rows, lo.cols, w.cols, stream_);
       }
@@ -229,8 +211,7 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
         // q, k and v (gate and up) read one input: it is quantized once for all of them.
         const Q8Buffer& x = quantize_for(lo.in[0].value, w.cols, rows);
         const MatmulPart part{w.type, w.packed, w.packed_row_bytes, w.rows, out, lo.cols};
-        matmul_q8_parts(&part, 1, MatmulEpilogue::store, w.cols, x.q(), x.ds(), rows, stream_, {}, mma(), gemv_warps_,
-                        x.norm());
+        matmul_q8_parts(&part, 1, MatmulEpilogue::store, w.cols, x.q(), x.ds(), rows, stream_, {}, mma(), gemv_warps_);
       } else {
         matmul_rows(w.type, w.data, w.row_bytes, w.rows, w.cols, in(0), w.cols, rows, out, lo.cols, stream_);
       }
@@ -269,7 +250,7 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
       const bool q8 = fusion_.attention_q8[size_t(i)] && q8_path(rows);
       attention(shape, view, tables, in(0), out, rows, stream_, attn_scratch_.get<float>(),
                 attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
-      if (q8) q8_[0].holds(lo.out);
+      if (q8) q8_[0].value = lo.out;
       break;
     }
   }

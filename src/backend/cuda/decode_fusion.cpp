@@ -105,40 +105,12 @@ DecodeFusion fuse_decode(const passes::Lowering& l, const FusionRules& rules) {
     for (int j : st.ops) f.step_of_op[j] = int(f.steps.size());
     f.steps.push_back(std::move(st));
   }
-  f.norm_folded.assign(size_t(n), 0);
   f.def_op = def;
-  if (!rules.enabled) return f;
-  // The joins of one activation row (decode_fusion.h), on the steps as they now stand.
-  auto readers_of = [&](int v) {
-    std::vector<int> r;
-    for (int i = 0; i < n; ++i)
-      for (const auto& o : l.ops[i].in)
-        if (o.value == v) {
-          r.push_back(i);
-          break;
-        }
-    return r;
-  };
-  for (int s = 0; rules.fold_norms && s + 2 < int(f.steps.size()); ++s) {  // projection + residual, norm, its matmuls
-    FusedStep& st = f.steps[size_t(s)];
-    if (st.kind != FusedStep::Kind::matmuls || st.epilogue_op < 0 || l.ops[st.epilogue_op].code != Opcode::add) continue;
-    const FusedStep& next = f.steps[size_t(s + 1)];
-    if (next.kind != FusedStep::Kind::op) continue;
-    const int nm = next.ops[0];
-    const LoweredOp& norm = l.ops[nm];
-    if (norm.code != Opcode::rms_norm || !f.norm_q8[nm] || norm.in[0].value != l.ops[st.epilogue_op].out ||
-        !same_side(st.ops[0], nm))
-      continue;
-    const std::vector<int> users = readers_of(norm.out);
-    const bool one_launch = !users.empty() && std::all_of(users.begin(), users.end(), [&](int u) {
-      return packed_matmul(u) && l.ops[u].in[0].value == norm.out && f.step_of_op[u] == s + 2;
-    });
-    if (!one_launch) continue;
-    st.norm_op = nm;
-    f.norm_folded[nm] = 1;
-  }
-  for (auto& st : f.steps) {  // q, k, v parts whose only readers are the ropes and attention of one step
-    if (!rules.fold_ropes || st.kind != FusedStep::Kind::matmuls || st.epilogue_op >= 0) continue;
+  if (!rules.enabled || !rules.fold_ropes) return f;
+  // The join of one activation row (decode_fusion.h), on the steps as they now stand: q, k and
+  // v parts whose only readers are the ropes and attention of one step.
+  for (auto& st : f.steps) {
+    if (st.kind != FusedStep::Kind::matmuls || st.epilogue_op >= 0) continue;
     for (const auto& ra : f.steps) {
       if (ra.kind != FusedStep::Kind::rope_attention) continue;
       const int at = ra.ops.back();

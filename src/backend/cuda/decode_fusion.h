@@ -8,11 +8,10 @@
 //   output projection + residual add                 (a matmul step with an add epilogue)
 //   gate and up matmuls + swiglu/geglu, writing q8_1  (a matmul step with a gated epilogue)
 //   down projection + residual add.
-// At one activation row (a decode step of one sequence) two more joins, made at run time where
-// this pass marks them: the q/k/v launch rotates q and k and stores k and v into the KV cache
-// in its epilogue (rope_attention below; the rope_attention step then runs attention alone),
-// and a projection + residual add also writes the q8_1 form of the RMS norm after it
-// (norm_op; the norm's step launches nothing). A llama layer is then 5 launches.
+// At one activation row (a decode step of one sequence) one more join, made at run time where
+// this pass marks it: the q/k/v launch rotates q and k and stores k and v into the KV cache in
+// its epilogue (rope_attention below; the rope_attention step then runs attention alone). A
+// llama layer is then 7 launches.
 // Ops move only to where every input is already defined (a joined matmul to its group's
 // leader, an epilogue op to its matmuls, the two ropes to their attention); liveness is taken
 // by step (passes::last_use's positions), so buffers stay valid whether a step runs fused or,
@@ -32,11 +31,8 @@ struct FusedStep {
   // matmuls: the op folded into their launch (a gated op reading two of them, or an add of
   // one of them and a residual), -1 when none; it is the last entry of ops.
   int epilogue_op = -1;
-  // matmuls, at one activation row: an rms_norm of the add epilogue's output whose q8_1 input
-  // (Q8Out) the launch writes, the norm's step next and the matmuls that read it the step after
-  // (-1: none); the attention whose ropes and KV store the launch's epilogue does (the q, k and
-  // v matmuls are parts, llama's rotary pairs (2i, 2i + 1); -1: none).
-  int norm_op = -1;
+  // matmuls, at one activation row: the attention whose ropes and KV store the launch's
+  // epilogue does (the q, k and v matmuls are parts, llama's rotary pairs (2i, 2i + 1); -1: none).
   int rope_attention = -1;
 };
 
@@ -46,13 +42,12 @@ struct DecodeFusion {
   std::vector<char> norm_q8;         // per op: an rms_norm that also writes q8_1 for packed matmuls
   std::vector<char> attention_q8;    // per op: an attention that also writes q8_1 for packed matmuls
   std::vector<char> gated_q8;        // per op: a gated epilogue that also writes q8_1 for packed matmuls
-  std::vector<char> norm_folded;     // per op: an rms_norm some step's norm_op names
   std::vector<int> def_op;           // per value id: the op that defines it (-1: a parameter)
 };
 
 struct FusionRules {
   bool enabled = true;  // false: one step per op, nothing flagged (the unfused plan)
-  bool fold_norms = true, fold_ropes = true;  // the joins of one activation row (norm_op, rope_attention)
+  bool fold_ropes = true;  // the join of one activation row (rope_attention)
   std::function<bool(const passes::LoweredOp&)> packed;          // a matmul on the integer-dot kernels
   std::function<bool(const passes::LoweredOp&)> whole_row_norm;  // an rms_norm normalising whole rows
 };

@@ -53,27 +53,13 @@ struct MatmulPart {
   enum class Out : uint8_t { y, rope_q, rope_k, kv_v } out = Out::y;
 };
 enum class MatmulEpilogue { store, swiglu, geglu };
-// A launch may also write its output in q8_1 (codes[r * N + n], ds[r * N / 32 + n / 32]; N a
-// multiple of 32) for the matmuls after it; counters: N / 32 ints, zero before the launch and
-// left zero after it.
-//  - A gated epilogue: quantize_q8_1 of its output (for the down projection).
-//  - A store launch of one part with a residual, at one activation row, with norm_w and ssq
-//    set (the RMS norm after it, folded in): quantize_q8_1 of y * norm_w (per column), and
-//    ssq[n / 32], the sum of squares of y's group of 32. The matmuls that read those codes
-//    apply the norm's scale rsqrt(sum(ssq) / N + eps) to their sums (RowNorm): the norm's
-//    own kernel is not launched.
-struct Q8Out {
+// A gated epilogue may also write its output in q8_1 (codes[r * N + n], ds[r * N / 32 + n / 32],
+// as quantize_q8_1 of the output would; N a multiple of 32), for the down projection after it;
+// counters: N / 32 ints, zero before the launch and left zero after it.
+struct GatedQ8 {
   int8_t* codes = nullptr;
   float2* ds = nullptr;
   int* counters = nullptr;
-  const float* norm_w = nullptr;
-  float* ssq = nullptr;
-};
-// Activations in q8_1 of an RMS norm's input times its weight (Q8Out above, one row): the
-// matmul multiplies each sum by rsqrt(sum of ssq's K / 32 entries / K + eps).
-struct RowNorm {
-  const float* ssq = nullptr;
-  float eps = 0;
 };
 struct RopeKvOut;  // below
 // Batches of at least min_rows rows whose parts all have a tensor-core kernel (has_mma_kernel)
@@ -91,11 +77,10 @@ size_t mma_scratch_bytes(int64_t rows, int64_t K);
 bool mma_device();
 void matmul_mma_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
                       const float2* ds, int64_t rows, cudaStream_t s, const MmaPath& mma);
-// norm and rope (one activation row only): the activations' RowNorm; the rope and KV pool of
-// parts with Out rope_q, rope_k, kv_v.
+// rope (one activation row only): the rope and KV pool of parts with Out rope_q, rope_k, kv_v.
 void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
-                     const float2* ds, int64_t rows, cudaStream_t s, const Q8Out& q8 = {}, const MmaPath& mma = {},
-                     int64_t max_warps = 0, const RowNorm& norm = {}, const RopeKvOut* rope = nullptr);
+                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8 = {}, const MmaPath& mma = {},
+                     int64_t max_warps = 0, const RopeKvOut* rope = nullptr);
 
 // Prefill (dequant_f16.cu): weight rows (stored format, or packed for the types has_q8_kernel
 // accepts) to N x K halves, and f32 activations to halves, for the cuBLAS GEMM (gemm.h).

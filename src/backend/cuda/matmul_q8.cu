@@ -42,8 +42,6 @@ struct XRows {  // the q8_1 activations: row r codes at q + r * K, scales at ds 
   const int8_t* __restrict__ q;
   const float2* __restrict__ ds;
   int64_t K;
-  const float* __restrict__ ssq = nullptr;  // one row: the RMS norm's sums of squares (RowNorm), or null
-  float eps = 0;
   __device__ int4 codes16(int r, int64_t e) const { return *reinterpret_cast<const int4*>(q + r * K + e); }
   __device__ float2 scale(int r, int64_t e) const { return ds[r * (K / 32) + e / 32]; }
 };
@@ -283,20 +281,6 @@ __device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& 
   for (int d = 0; d < D - 1; ++d)
     if (d < total) load_next(buf[d]);
   wait_previous_kernel();
-  // One activation row may be an RMS norm's input times its weight (RowNorm): every sum is
-  // multiplied by the norm's scale, which every warp adds up in the same order. The scale waits
-  // in shared memory, not in a register the loop would keep.
-  __shared__ float norm_scale[kWarpsPerBlock];
-  if constexpr (R == 1) {
-    if (x.ssq) {
-      const int groups = int(K / kQ8Block);
-      float t = 0.f;
-      for (int g = lane; g < groups; g += kWarpSize) t += x.ssq[g];
-      const float scale = rsqrtf(warp_sum(t) / float(K) + x.eps);
-      if (lane == 0) norm_scale[threadIdx.x / kWarpSize] = scale;
-      __syncwarp();
-    }
-  }
   float acc[R][P];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -323,11 +307,6 @@ __device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& 
         for (int r = 0; r < R; ++r)
 #pragma unroll
           for (int p = 0; p < P; ++p) acc[r][p] = warp_sum(acc[r][p]);
-        if constexpr (R == 1) {
-          if (x.ssq)
-#pragma unroll
-            for (int p = 0; p < P; ++p) acc[0][p] *= norm_scale[threadIdx.x / kWarpSize];
-        }
         finish(tile, acc);
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -340,14 +319,33 @@ __device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& 
 }
 
 constexpr int kMaxParts = 4;
-// A launch's epilogue: store (each part's rows, plus a residual where set); store_norm (one
-// activation row: one part with its residual, the output also in q8_1 for the RMS norm after
-// it, Q8Out); rope_kv (one activation row: store, the parts' rows rotated and stored into the
-// KV pool as MatmulPart::Out says); gated (gate and up rows of one type in one stream, y =
-// act(gate) * up into part 0's output); gated_up (the up rows, part 0's output holding the
-// gate's sums, which a store launch before it wrote: gate and up of different types).
-enum class Epi { store, store_norm, rope_kv, gated, gated_up };
-constexpr bool stores(Epi e) { return e == Epi::store || e == Epi::store_norm || e == Epi::rope_kv; }
+// A launch's epilogue: store (each part's rows, plus a residual where set); rope_kv (one
+// activation row: store, the parts' rows rotated and stored into the KV pool as
+// MatmulPart::Out says); gated (gate and up rows of one type in one stream, y = act(gate) * up
+// into part 0's output); gated_up (the up rows, part 0's output holding the gate's sums, which
+// a store launch before it wrote: gate and up of different types).
+enum class Epi { store, rope_kv, gated, gated_up };
+constexpr bool stores(Epi e) { return e == Epi::store || e == Epi::rope_kv; }
+// MatmulPart as the kernels take it: `out` in the padding after `type`, so that a part stays
+// 64 bytes (select_part copies one by unrolled selects; a larger one costs the store kernels
+// registers).
+struct KPart {
+  TensorType type;
+  MatmulPart::Out out;
+  const uint8_t* w;
+  size_t row_bytes;
+  int64_t N;
+  float* y;
+  int64_t ldy;
+  const float* residual;
+  int64_t ld_residual;
+  KPart() = default;
+  KPart(const MatmulPart& m)  // NOLINT: the host's parts convert
+      : type(m.type), out(m.out), w(m.w), row_bytes(m.row_bytes), N(m.N), y(m.y), ldy(m.ldy), residual(m.residual),
+        ld_residual(m.ld_residual) {}
+};
+static_assert(sizeof(KPart) == 64, "a kernel's part is 64 bytes");
+
 struct RopeKvDev {  // RopeKvOut as the rope_kv epilogue reads it
   RopeAngles angles;
   int64_t head_dim = 0, n_rot = 0;
@@ -355,16 +353,16 @@ struct RopeKvDev {  // RopeKvOut as the rope_kv epilogue reads it
   StepTables st;
 };
 struct Parts {  // the launch's weights: warps [warp_end[i - 1], warp_end[i]) take part i's rows
-  MatmulPart p[kMaxParts];
+  KPart p[kMaxParts];
   int64_t warp_end[kMaxParts];
   int64_t warps;  // warp_end[n - 1]
   int n;
   MatmulEpilogue act;  // the gated epilogues' activation (swiglu, geglu)
-  Q8Out q8;            // gated and store_norm epilogues: also the output's q8_1 form, when q8.codes is set
+  GatedQ8 q8;          // gated epilogues: also the output's q8_1 form, when q8.codes is set
   RopeKvDev rope;      // rope_kv
 };
 
-// The q8_1 output's groups of 32 (Q8Out): a warp that has stored outputs up to n of its range
+// The q8_1 output's groups of 32 (GatedQ8): a warp that has stored outputs up to n of its range
 // [n0, n1) calls this on every lane at the end of its part of a group (n the group's last output
 // or n1 - 1); it publishes them (fence) and adds their count to the group's counter, and the
 // warp that brings it to 32 gets true on every lane (after a fence: the group's outputs are
@@ -387,8 +385,8 @@ __device__ __forceinline__ bool completes_q8_group(int64_t n, int64_t n0, int64_
 
 // Part i of the launch, by unrolled selects (a run-time index into the parameter array would
 // copy it to local memory).
-__device__ __forceinline__ MatmulPart select_part(const Parts& P, int i) {
-  MatmulPart part = P.p[0];
+__device__ __forceinline__ KPart select_part(const Parts& P, int i) {
+  KPart part = P.p[0];
 #pragma unroll
   for (int k = 1; k < kMaxParts; ++k)
     if (i == k) part = P.p[k];
@@ -407,7 +405,7 @@ struct RopeWarp {
 
 // Before wait_previous_kernel: the step's tables are written before its first kernel starts,
 // by a copy, not by a kernel of the step.
-__device__ __forceinline__ void rope_warp_prepare(const RopeKvDev& rk, const MatmulPart& part, int64_t n0, int64_t tiles,
+__device__ __forceinline__ void rope_warp_prepare(const RopeKvDev& rk, const KPart& part, int64_t n0, int64_t tiles,
                                                   RopeWarp& w, int lane) {
   using Out = MatmulPart::Out;
   const int32_t pos = rk.st.pos_of_row[0];
@@ -425,7 +423,7 @@ __device__ __forceinline__ void rope_warp_prepare(const RopeKvDev& rk, const Mat
 // The rope_kv epilogue of a store tile, the warp's tile t: rows n and n + 1 of a part (n even;
 // `pair`: n + 1 is a row) with sums a and b, as MatmulPart::Out says; the same values as a
 // store, then rope_kv_store (a query or key pair (2i, 2i + 1) of a head is a tile).
-__device__ __forceinline__ void rope_kv_out(const RopeKvDev& rk, const MatmulPart& part, const RopeWarp& w, int t,
+__device__ __forceinline__ void rope_kv_out(const RopeKvDev& rk, const KPart& part, const RopeWarp& w, int t,
                                             int64_t n, float a, float b, bool pair) {
   using Out = MatmulPart::Out;
   if (part.out == Out::y) {
@@ -465,7 +463,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
     for (int i = 1; i < kMaxParts; ++i)
       if (i < P.n && g >= P.warp_end[i - 1]) pi = i, first = P.warp_end[i - 1], end = P.warp_end[i];
   }
-  const MatmulPart part = select_part(P, pi);
+  const KPart part = select_part(P, pi);
   if (g >= P.warps) {
     wait_previous_kernel();
     return;
@@ -478,17 +476,20 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
   const int64_t j = g - first, warps = end - first, all = (part.N + per - 1) / per;
   const int64_t t0 = j * all / warps, t1 = (j + 1) * all / warps;
   const int64_t n0 = t0 * per, n1 = t1 * per < part.N ? t1 * per : part.N, count = n1 - n0;
-  const MatmulPart& up = P.p[1];
+  const KPart& up = P.p[1];
   // ~8 KiB of the range into L2 (per weight read).
   const int64_t ahead = count < 4 ? count : 4;
   const size_t pull = ahead * part.row_bytes < 8192 ? ahead * part.row_bytes : 8192;
   if (E != Epi::gated_up) prefetch_l2(part.w + size_t(n0) * part.row_bytes, pull, lane);
   if (!stores(E)) prefetch_l2(up.w + size_t(n0) * up.row_bytes, pull, lane);
   if constexpr (stores(E)) {
-    static_assert(E == Epi::store || R == 1, "store_norm and rope_kv take one activation row");
-    __shared__ RopeWarp rope_warps[E == Epi::rope_kv ? kWarpsPerBlock : 1];
-    RopeWarp& rw = rope_warps[E == Epi::rope_kv ? threadIdx.x / kWarpSize : 0];
-    if constexpr (E == Epi::rope_kv) rope_warp_prepare(P.rope, part, n0, t1 - t0, rw, lane);
+    static_assert(E == Epi::store || R == 1, "rope_kv takes one activation row");
+    RopeWarp* rw = nullptr;
+    if constexpr (E == Epi::rope_kv) {
+      __shared__ RopeWarp rope_warps[kWarpsPerBlock];
+      rw = &rope_warps[threadIdx.x / kWarpSize];
+      rope_warp_prepare(P.rope, part, n0, t1 - t0, *rw, lane);
+    }
     stream_tiles<T, R, TR>(
         int(t1 - t0), x.K, x, lane,
         [&](int i, int p) {
@@ -496,30 +497,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
           return part.w + size_t(n < n1 ? n : n1 - 1) * part.row_bytes;
         },
         [&](int i, const float (&acc)[R][TR]) {
-          const MatmulPart part = select_part(P, pi);  // again, rather than held in registers
-          const int64_t n = n0 + TR * i;
+          if (lane != 0) return;
+          const KPart part = select_part(P, pi);  // again, rather than held in registers
           if constexpr (E == Epi::rope_kv) {
-            if (lane == 0) rope_kv_out(P.rope, part, rw, i, n, acc[0][0], acc[0][1], n + 1 < n1);
-            return;
-          }
-          if (lane == 0) {
+            const int64_t n = n0 + TR * i;
+            rope_kv_out(P.rope, part, *rw, i, n, acc[0][0], acc[0][1], n + 1 < n1);
+          } else {
 #pragma unroll
             for (int p = 0; p < TR; ++p) {
-              if (n + p >= n1) break;
+              const int64_t n = n0 + TR * i + p;
+              if (n >= n1) break;
 #pragma unroll
               for (int r = 0; r < R; ++r) {
-                const float res = part.residual ? part.residual[r * part.ld_residual + n + p] : 0.f;
-                part.y[r * part.ldy + n + p] = part.residual ? acc[r][p] + res : acc[r][p];
+                const float res = part.residual ? part.residual[r * part.ld_residual + n] : 0.f;
+                part.y[r * part.ldy + n] = part.residual ? acc[r][p] + res : acc[r][p];
               }
             }
-          }
-          if constexpr (E == Epi::store_norm) {  // the norm's q8_1 input and sums of squares
-            if (!completes_q8_group(n + TR - 1 < n1 ? n + TR - 1 : n1 - 1, n0, n1, P.q8.counters, lane)) return;
-            const int64_t group = (n + TR - 1 < n1 ? n + TR - 1 : n1 - 1) / kQ8Block, e = group * kQ8Block + lane;
-            const float v = __ldcg(part.y + e);
-            quantize_q8_1_block(v * P.q8.norm_w[e], P.q8.codes + e, P.q8.ds + group, lane);
-            const float sq = warp_sum(v * v);
-            if (lane == 0) P.q8.ssq[group] = sq;
           }
         });
     return;
@@ -557,7 +550,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize, R == 1 ? kMinBlock
     stream_tiles<T, R, 1>(
         int(2 * count), x.K, x, lane,
         [&](int i, int) {
-          const MatmulPart& p = i % 2 ? up : part;
+          const KPart& p = i % 2 ? up : part;
           return p.w + size_t(n0 + i / 2) * p.row_bytes;
         },
         [&](int i, const float (&acc)[R][1]) {
@@ -611,7 +604,7 @@ int64_t resident_warps() {
   return warps;
 }
 
-double part_bytes(const MatmulPart& m) { return double(m.N) * double(m.row_bytes); }
+double part_bytes(const KPart& m) { return double(m.N) * double(m.row_bytes); }
 
 // Launches parts of type T with epilogue E on `share` of the warps (max_warps, or 0: the
 // resident warps), spread over the parts in proportion to their bytes, at least one and at most
@@ -664,9 +657,6 @@ void launch_rows(const Parts& P, const XRows& x, int64_t max_warps, cudaStream_t
     launch_of_type<R, Epi::store>(gate, x, max_warps, part_bytes(P.p[0]) / total, s);
     return launch_of_type<R, Epi::gated_up>(P, x, max_warps, part_bytes(P.p[1]) / total, s);
   }
-  if constexpr (R == 1) {
-    if (P.q8.codes) return launch_of_type<1, Epi::store_norm>(P, x, max_warps, 1.0, s);  // one part
-  }
   bool done[kMaxParts] = {};
   for (int i = 0; i < P.n; ++i) {
     if (done[i]) continue;
@@ -702,8 +692,8 @@ void quantize_q8_1(const float* x, int64_t ldx, int64_t rows, int64_t K, int8_t*
 }
 
 void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
-                     const float2* ds, int64_t rows, cudaStream_t s, const Q8Out& q8, const MmaPath& mma,
-                     int64_t max_warps, const RowNorm& norm, const RopeKvOut* rope) {
+                     const float2* ds, int64_t rows, cudaStream_t s, const GatedQ8& q8, const MmaPath& mma,
+                     int64_t max_warps, const RopeKvOut* rope) {
   if (n_parts < 1 || n_parts > kMaxParts) cuda_invalid("matmul_q8_parts: 1 to 4 weights per launch");
   if (e != MatmulEpilogue::store && (n_parts != 2 || parts[0].N != parts[1].N || parts[0].residual))
     cuda_invalid("matmul_q8_parts: a gated epilogue takes two weights (gate, up) of equal rows and no residual");
@@ -719,17 +709,11 @@ void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int
     P.p[i] = m;
     end += e == MatmulEpilogue::store || i == 0 ? m.N : 0;
   }
-  const bool norm_out = q8.codes && e == MatmulEpilogue::store;
-  if (q8.codes && (end % kQ8Block || !q8.ds || !q8.counters))
-    cuda_invalid("matmul_q8_parts: a q8_1 output needs rows a multiple of 32 and counters");
-  if (norm_out && (n_parts != 1 || !parts[0].residual || !q8.norm_w || !q8.ssq || rows != 1))
-    cuda_invalid("matmul_q8_parts: a store launch's q8_1 output (an RMS norm folded in) takes one weight with a "
-                 "residual, the norm's weight and sums of squares, and one activation row");
-  if (!norm_out && (q8.norm_w || q8.ssq)) cuda_invalid("matmul_q8_parts: only a store launch folds an RMS norm in");
-  if (norm.ssq && rows != 1) cuda_invalid("matmul_q8_parts: activations of a folded RMS norm are one row");
+  if (q8.codes && (e == MatmulEpilogue::store || end % kQ8Block || !q8.ds || !q8.counters))
+    cuda_invalid("matmul_q8_parts: a q8_1 output needs a gated epilogue, rows a multiple of 32 and counters");
   if (rope) {
     const RopeSpec& r = rope->rope;
-    if (e != MatmulEpilogue::store || rows != 1 || q8.codes)
+    if (e != MatmulEpilogue::store || rows != 1)
       cuda_invalid("matmul_q8_parts: rope and KV outputs are a store launch's, at one activation row");
     if (r.neox || r.head_dim <= 0 || r.head_dim % 2 || r.n_rot <= 0 || r.n_rot % 2 || r.n_rot > r.head_dim)
       cuda_invalid("matmul_q8_parts: rope in the epilogue rotates pairs (2i, 2i + 1) (not neox), head_dim and n_rot "
@@ -750,8 +734,7 @@ void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int
     const RopeSpec& r = rope->rope;
     P.rope = {{powf(r.base, -2.0f / float(r.n_rot)), r.freq_scale, r.ff}, r.head_dim, r.n_rot, rope->kv, rope->st};
   }
-  // One activation row's fusions (a folded norm on either side, rope and KV outputs) run on the warp kernels.
-  bool tensor_cores = !norm_out && !norm.ssq && !rope && mma.min_rows > 0 && rows >= mma.min_rows && mma_device();
+  bool tensor_cores = !rope && mma.min_rows > 0 && rows >= mma.min_rows && mma_device();  // rope: one row
   for (int i = 0; i < n_parts; ++i) tensor_cores = tensor_cores && has_mma_kernel(parts[i].type);
   if (tensor_cores) {  // the gated output's q8_1 form, if wanted, by the quantize kernel after it
     matmul_mma_parts(parts, n_parts, e, K, q, ds, rows, s, mma);
@@ -759,7 +742,7 @@ void matmul_q8_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int
     return;
   }
   for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
-    const XRows x{q + r0 * K, ds + r0 * (K / 32), K, norm.ssq, norm.eps};
+    const XRows x{q + r0 * K, ds + r0 * (K / 32), K};
     Parts Pr = P;
     for (int i = 0; i < n_parts; ++i) {
       Pr.p[i].y += r0 * Pr.p[i].ldy;
