@@ -4,7 +4,7 @@
 // has one (else in its stored format, as embed tables are), each 1-D weight as f32, and gives
 // every value a buffer slot (slots are re-used once a value is dead, by exact width). A step
 // uploads its token, position, sequence, kept-row and block-table arrays in one copy, runs the
-// ops on the plan's stream (cuda_step.cpp: fused by decode_fusion.h into ~9 kernels per llama
+// ops on the plan's stream (cuda_step.cpp: fused by decode_fusion.h into 7-9 kernels per llama
 // layer where rows take the integer-dot path, launched with programmatic dependent launch on
 // sm_90), gathers the wanted rows right after the last attention, and copies the logits back
 // — or, for run_top, each row's k largest selected on the device (top_logits.cu) — the only
@@ -153,8 +153,8 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
                           tc ? fmt::format("; {} or more rows on int8 tensor cores", mma_rows_) : std::string());
     }
     if (lo.code == Opcode::attention) line += ": paged f16 attention, one block per (row, head), online softmax";
-    const FusedStep& st = fusion_.steps[size_t(fusion_.step_of_op[size_t(&lo - low_.ops.data())])];
     const size_t i = size_t(&lo - low_.ops.data());
+    const FusedStep& st = fusion_.steps[size_t(fusion_.step_of_op[i])];
     if (st.ops.size() > 1)
       line += fmt::format(" [fused in decode: {} of {} ops{}]",
                           st.kind == FusedStep::Kind::matmuls ? "one integer-dot launch" : "rope + KV store, attention",

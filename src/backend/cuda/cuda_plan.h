@@ -1,11 +1,11 @@
 // The CUDA plan's state, shared by its two halves: cuda_plan.cpp (compile: weights, buffers,
 // graphs; run) and cuda_step.cpp (a step's ops and fused steps on the stream).
 #pragma once
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
-#include <array>
 #include <set>
 #include <string>
 #include <vector>
@@ -97,7 +97,6 @@ class StepTimes {
   using Clock = std::chrono::steady_clock;
   StepTimes();
   ~StepTimes();
-  bool on() const { return on_; }
   void enter(cudaStream_t s);    // the step's call begins
   void mark(int i);              // its tables are uploaded (0), its kernels or graph enqueued (1)
   void launched(cudaStream_t s); // its work is enqueued (before the copy back)
