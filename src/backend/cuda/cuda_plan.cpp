@@ -16,7 +16,6 @@
 // the tensor cores, where cuBLAS can be loaded.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -34,7 +33,8 @@ using passes::Opcode;
 
 CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched)
     : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
-      mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow) {
+      mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow),
+      times_(sched.step_times) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -140,6 +140,7 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   explain_.push_back(programmatic_ ? "kernels launched with programmatic dependent launch (each starts while the one "
                                      "before drains; weights prefetched to L2 before the wait)"
                                    : "kernels launched plainly (programmatic_launch off, or a device before sm_90)");
+  if (sched.step_times) explain_.push_back("one-row steps timed (step_times): medians printed to stderr when the plan ends");
   explain_.push_back(fmt::format("decode fusion {}: {} ops in {} steps", sched.decode_fusion ? "on" : "off",
                                  low_.ops.size(), fusion_.steps.size()));
   for (const auto& lo : low_.ops) {
@@ -201,9 +202,7 @@ void CudaPlan::grow(int64_t rows) {
   drop_graphs();  // they name the old buffers
 }
 
-StepTimes::StepTimes() {
-  const char* v = std::getenv("LOOM_CUDA_STEP_TIMES");
-  on_ = v && *v && std::strcmp(v, "0") != 0;
+StepTimes::StepTimes(bool on) : on_(on) {
   if (!on_) return;
   LOOM_CUDA_CHECK(cudaEventCreate(&start_));
   LOOM_CUDA_CHECK(cudaEventCreate(&stop_));
@@ -438,7 +437,10 @@ class CudaBackend final : public Backend {
          "registers) instead of 4: twice the warps in flight on narrow weights"},
         {"", "gemv_resident", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "the warp-per-row matmuls launch as many warps as the device holds at once, each streaming an even range of "
-         "rows with its loads a few steps ahead (false: one tile a warp, a pair of rows or a gate row and its up row)"}};
+         "rows with its loads a few steps ahead (false: one tile a warp, a pair of rows or a gate row and its up row)"},
+        {"", "step_times", ScheduleKey::Type::boolean, 0, 0, {}, false,
+         "a diagnostic: time each one-row step (host, device by stream events, waiting, between steps) and print "
+         "the medians to stderr when the plan ends"}};
     return keys;
   }
   std::unique_ptr<Plan> compile(const ir::Module& m, const WeightSource& ws, const CompileOptions&) const override {
@@ -457,6 +459,7 @@ class CudaBackend final : public Backend {
     sched.gemm_f16_weights = sr.boolean("gemm_f16_weights");
     sched.mma_wide_split = sr.boolean("mma_wide_split");
     sched.gemv_resident = sr.boolean("gemv_resident");
+    sched.step_times = sr.boolean("step_times");
     return std::make_unique<CudaPlan>(m, ws, sched);
   }
 };

@@ -34,7 +34,7 @@ struct Q8Buffer {
 struct CudaSchedule {
   int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
   bool decode_fusion = false, decode_rope_fold = false, programmatic_launch = false, gemm_f16_weights = false;
-  bool mma_wide_split = false, gemv_resident = false;
+  bool mma_wide_split = false, gemv_resident = false, step_times = false;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
@@ -85,17 +85,16 @@ struct DeviceWeight {
   int64_t rows = 0, cols = 0;
 };
 
-// LOOM_CUDA_STEP_TIMES=1 in the environment: where the time of the plan's one-row steps (decode
-// of one sequence) goes, printed to stderr when the plan is destroyed as medians over the steps:
-// the host's part of the step (tables and upload, then the kernels or graph enqueued, then the
+// The schedule key step_times: where the time of the plan's one-row steps (decode of one
+// sequence) goes, printed to stderr when the plan is destroyed as medians over the steps: the
+// host's part of the step (tables and upload, then the kernels or graph enqueued, then the
 // rest), the device's (events on the stream from the step's call to its last kernel), the host
 // blocked waiting for it, and the time outside the plan between one step's return and the next
-// step's call (the caller's sampling and loop). A diagnostic: events are recorded only when it
-// is set.
+// step's call (the caller's sampling and loop). A diagnostic: off, it records nothing.
 class StepTimes {
  public:
   using Clock = std::chrono::steady_clock;
-  StepTimes();
+  explicit StepTimes(bool on);
   ~StepTimes();
   void enter(cudaStream_t s);    // the step's call begins
   void mark(int i);              // its tables are uploaded (0), its kernels or graph enqueued (1)
@@ -103,7 +102,7 @@ class StepTimes {
   void exit(int64_t rows);       // the step returns (after the sync)
 
  private:
-  bool on_ = false;
+  bool on_;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   Clock::time_point enter_, marks_[2], launched_, exit_;
   bool have_exit_ = false;
