@@ -40,13 +40,15 @@ std::vector<double> verify_step_seconds(loom::runtime::Engine& e, const std::vec
   seq.feed(context);
   const int32_t at = seq.position();
   std::vector<std::vector<double>> times(size_t(std::max(0, max_rows)));
+  std::vector<float> logits;  // one buffer for every step: the step is timed, not a fresh logits vector
+  logits.reserve(size_t(std::max(0, max_rows)) * size_t(e.vocab_size()));
   for (int r = 0; r < reps; ++r)
     for (int rows = 1; rows <= max_rows; ++rows) {
       // Rows after the context's last token: the context's own tokens, as drafts from it would be.
       std::vector<int32_t> toks(context.end() - std::min<ptrdiff_t>(rows, ptrdiff_t(context.size())), context.end());
       toks.resize(size_t(rows), context.back());
       const auto t0 = Clock::now();
-      seq.feed(toks, 0);
+      seq.feed(toks, logits, 0);
       times[size_t(rows - 1)].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       seq.rollback(at);
     }

@@ -41,7 +41,8 @@ class EngineArm final : public Arm {
     }
     auto start = Clock::now();
     t.untimed_seconds = std::chrono::duration<double>(start - called).count();
-    auto last = seq.feed(prompt);
+    std::vector<float> last;  // one buffer for every token's logits, as loom bench keeps one
+    seq.feed(prompt, last);
     t.prefill_seconds = since(start);
     t.prompt_tokens = int(prompt.size());
     start = Clock::now();
@@ -49,7 +50,7 @@ class EngineArm final : public Arm {
       int32_t best = 0;
       for (size_t k = 1; k < last.size(); ++k)
         if (last[k] > last[size_t(best)]) best = int32_t(k);
-      last = seq.feed(std::span<const int32_t>(&best, 1));
+      seq.feed(std::span<const int32_t>(&best, 1), last);
       ++t.generated_tokens;
     }
     t.decode_seconds = since(start);

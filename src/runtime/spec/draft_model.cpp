@@ -42,13 +42,13 @@ class ModelDrafter final : public Drafter {
     if (int64_t(context.size()) + max > n_ctx) return out;  // no room in the draft's context
     if (size_t(seq_.position()) > common) seq_.rollback(int32_t(common));
     fed_.assign(context.begin(), context.end());
-    std::vector<float> logits = seq_.feed(context.subspan(common));
+    seq_.feed(context.subspan(common), logits_);
     for (int32_t i = 0; i < max; ++i) {
-      const int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const int32_t t = int32_t(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
       out.push_back(t);
       if (i + 1 == max) break;
       const int32_t one[1] = {t};
-      logits = seq_.feed(one);
+      seq_.feed(one, logits_);
       fed_.push_back(t);
     }
     return out;
@@ -58,6 +58,7 @@ class ModelDrafter final : public Drafter {
   std::shared_ptr<const DraftModel> src_;  // keeps the draft engine alive
   DirectSequence seq_;
   std::vector<int32_t> fed_;               // the tokens whose KV rows the draft cache holds
+  std::vector<float> logits_;              // every draft step's logits, one buffer (not one a token)
 };
 
 }  // namespace
