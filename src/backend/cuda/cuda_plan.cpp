@@ -140,7 +140,8 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   explain_.push_back(programmatic_ ? "kernels launched with programmatic dependent launch (each starts while the one "
                                      "before drains; weights prefetched to L2 before the wait)"
                                    : "kernels launched plainly (programmatic_launch off, or a device before sm_90)");
-  if (sched.step_times) explain_.push_back("one-row steps timed (step_times): medians printed to stderr when the plan ends");
+  if (sched.step_times)
+    explain_.push_back("one-row steps timed (step_times): medians printed to stderr when the plan ends");
   explain_.push_back(fmt::format("decode fusion {}: {} ops in {} steps", sched.decode_fusion ? "on" : "off",
                                  low_.ops.size(), fusion_.steps.size()));
   for (const auto& lo : low_.ops) {

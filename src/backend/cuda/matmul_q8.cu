@@ -1,20 +1,20 @@
 // Integer-dot matrix-vector products for decode and small batches (as llama.cpp's mmvq): the
-// activations are quantized once per step to q8_1 (32 int8 codes, a float scale d and the
-// float sum d * sum(codes) per 32 elements), and each weight "unit" (a 16- or 32-byte run of
-// quants with its scales) is dotted with them by 4-way int8 dot products, so a weight byte
-// costs ~1 integer instruction per activation row instead of a dequantize-and-FMA per element.
-// A warp takes an even, contiguous range of a weight's rows (by default the launch has as many
-// warps as the device holds at once, so no launch has a partial last wave), and streams it:
-// lane l takes units l, l + 32, ... of each row, every quant read is a 16-byte load from the
-// packed layout (packed_layout.h), two rows at a time (gate and up, or a pair of rows) share
-// each step's activation loads, and the loads run a few steps ahead of the dot products across
-// row boundaries (stream_tiles, q8_stream.cuh). A row's partial sums meet in a warp reduction; rows >
-// kMaxRows run in passes that re-read the weights (batches of at least an MmaPath's min_rows go
-// to the tensor-core kernel instead, matmul_mma.cu). One call may cover several weights that
-// read the same activations (q, k and v; gate and up) and end in an epilogue: a residual added
-// to the result, or the gate's activation times up. Kernels are instantiated per weight type
-// (each type's registers set its own occupancy): weights of one type share a launch, and a
-// call with several types launches once per type, back to back.
+// activations are quantized once per step to q8_1 (32 int8 codes, a float scale d and the float sum
+// d * sum(codes) per 32 elements), and each weight "unit" (a 16- or 32-byte run of quants with its
+// scales) is dotted with them by 4-way int8 dot products, so a weight byte costs ~1 integer
+// instruction per activation row instead of a dequantize-and-FMA per element. A warp takes an even,
+// contiguous range of a weight's rows (by default the launch has as many warps as the device holds
+// at once, so no launch has a partial last wave), and streams it: lane l takes units l, l + 32, ...
+// of each row, every quant read is a 16-byte load from the packed layout (packed_layout.h), two
+// rows at a time (gate and up, or a pair of rows) share each step's activation loads, and the loads
+// run a few steps ahead of the dot products across row boundaries (stream_tiles, q8_stream.cuh). A
+// row's partial sums meet in a warp reduction; rows > kMaxRows run in passes that re-read the
+// weights (batches of at least an MmaPath's min_rows go to the tensor-core kernel instead,
+// matmul_mma.cu). One call may cover several weights that read the same activations (q, k and v;
+// gate and up) and end in an epilogue: a residual added to the result, or the gate's activation
+// times up. Kernels are instantiated per weight type (each type's registers set its own occupancy):
+// weights of one type share a launch, and a call with several types launches once per type, back to
+// back.
 #include <algorithm>
 #include <cmath>
 
