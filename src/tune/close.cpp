@@ -26,7 +26,8 @@ json quality_json(const std::optional<Quality>& q) {
 // With `time_against`, the rebuilt program is also timed, paired, against that arm, and gated
 // one way: a rebuild measurably slower than it — the CI's upper bound below both 1 - min_gain
 // (the smallest difference the session counts) and the lower bound of the baseline timed
-// against itself (the noise this session measured) — does not reproduce its timings. An
+// against itself (the noise this session measured), in a first timing and again in a second on
+// fresh inputs — does not reproduce its timings. An
 // interval that merely misses 1 is recorded, not failed: an A/A interval on a loaded machine
 // misses 1 more often than 5% of the time, and a close must not fail on noise.
 GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const std::string& commit,
@@ -52,24 +53,41 @@ GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const s
     g.metrics["values"] = got.size();
     g.detail = g.passed ? what + ": outputs reproduced bit for bit" : what + ": outputs differ";
     if (time_against && g.passed) {
-      const auto t = time_pair(*time_against, *arm, s.c, s.gate_inputs(7777), s.c.pairs, process_threads());
-      const auto r = bench::paired_ratio(t.a_tps, t.b_tps);
-      const bool holds = r.ci_lo <= 1 && 1 <= r.ci_hi;
       double floor = 1.0 - s.c.min_gain;
       const json self = s.manifest.value("baseline", json::object()).value("self_timing", json::object());
       if (self.contains("ci95") && self["ci95"].is_array() && !self["ci95"].empty() && self["ci95"][0].is_number())
         floor = std::min(floor, self["ci95"][0].get<double>());
-      const bool slower = r.ci_hi < floor;
-      g.metrics["rebuilt_vs_final"] = {{"pairs", r.pairs}, {"ratio_median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}},
-                                       {"ci_holds_1", holds}, {"fails_below", floor},
-                                       {"final_tps", t.a_tps}, {"rebuilt_tps", t.b_tps}};
-      g.detail += fmt::format("; timed against the session's final program: ratio {:.4f} [{:.4f}, {:.4f}]{}", r.median,
-                              r.ci_lo, r.ci_hi,
-                              slower  ? fmt::format(": measurably slower (upper bound below {:.4f}: 1 - min_gain, or the "
-                                                    "baseline's own A/A lower bound if lower), so the final timings are "
-                                                    "not reproduced", floor)
-                              : holds ? ""
-                                      : " (outside 1, not below the floor: recorded)");
+      // One paired timing: its record, and whether it reads measurably slower.
+      const auto timed = [&](uint64_t salt) {
+        const auto t = time_pair(*time_against, *arm, s.c, s.gate_inputs(salt), s.c.pairs, process_threads());
+        const auto r = bench::paired_ratio(t.a_tps, t.b_tps);
+        const json m = {{"pairs", r.pairs}, {"ratio_median", r.median}, {"ci95", {r.ci_lo, r.ci_hi}},
+                        {"ci_holds_1", r.ci_lo <= 1 && 1 <= r.ci_hi}, {"fails_below", floor},
+                        {"final_tps", t.a_tps}, {"rebuilt_tps", t.b_tps}};
+        return std::pair{m, r.ci_hi < floor};
+      };
+      const auto said = [](const json& m) {
+        return fmt::format("ratio {:.4f} [{:.4f}, {:.4f}]", m["ratio_median"].get<double>(), m["ci95"][0].get<double>(),
+                           m["ci95"][1].get<double>());
+      };
+      auto [first, slower] = timed(7777);
+      g.metrics["rebuilt_vs_final"] = first;
+      g.detail += "; timed against the session's final program: " + said(first);
+      // A reading of "slower" is confirmed by a second timing on fresh inputs before it fails the
+      // close: with runs of tens of microseconds on a 2-core host, one 10-pair interval of a
+      // rebuild identical to the final program fell below the floor in 2 of 75 sessions; a
+      // rebuild that truly drifts reads slower both times.
+      if (slower) {
+        auto [again, still] = timed(7778);
+        g.metrics["confirmation"] = again;
+        g.detail += "; again on fresh inputs: " + said(again);
+        slower = still;
+      }
+      g.detail += slower ? fmt::format(": measurably slower twice (upper bound below {:.4f}: 1 - min_gain, or the "
+                                       "baseline's own A/A lower bound if lower), so the final timings are not "
+                                       "reproduced", floor)
+                  : first["ci_holds_1"].get<bool>() ? ""
+                                                    : " (outside 1, not measurably slower twice: recorded)";
       g.passed = !slower;
     }
   } catch (const std::exception& e) {
