@@ -35,6 +35,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, ggml_lib_dir, require_module, run_loom
+from logit_stats import ROWS, log_softmax, mean_kl
 
 llama_cpp = require_module("llama_cpp")
 
@@ -93,28 +94,6 @@ def loom_logits(loom_bin, model, tokens, tmp_path, backend, batch=0):
     x = np.fromfile(out, dtype=np.float32)
     out.unlink()
     return x.reshape(len(tokens), -1)
-
-
-# Log-softmax in float64, a few rows at a time: whole-array passes over Gemma's 262,144-wide
-# rows made temporaries of gigabytes, and took 250 of the Gemma test's 590 s on a 2-core host.
-ROWS = 8
-
-
-def log_softmax(x):
-    """float64 log-softmax of each row of the float32 rows x."""
-    r = x.astype(np.float64)
-    r -= r.max(axis=-1, keepdims=True)
-    r -= np.log(np.exp(r).sum(axis=-1, keepdims=True))
-    return r
-
-
-def mean_kl(ref, got):
-    """Mean over rows of KL(softmax(ref) || softmax(got))."""
-    kl = []
-    for i in range(0, len(ref), ROWS):
-        lp, lq = log_softmax(ref[i:i + ROWS]), log_softmax(got[i:i + ROWS])
-        kl.append((np.exp(lp) * (lp - lq)).sum(axis=-1))
-    return float(np.concatenate(kl).mean())
 
 
 def compare(ref, got):
