@@ -24,16 +24,21 @@ PairedTiming time_pair(Arm& a, Arm& b, const Contract& c, const GateInputs& in, 
   // an in-process arm by this process's threads beyond those alive before it opened.
   const bool own_process = b.own_threads().has_value();
   const auto threads_now = [&] { return own_process ? b.own_threads().value_or(0) : process_threads(); };
+  // While A runs: A's own process where it has one (see below).
+  const bool a_own_process = a.own_threads().has_value();
+  const auto threads_of_a = [&] { return a_own_process ? a.own_threads().value_or(0) : threads_now(); };
   // Samples the threads while B runs: a candidate that starts workers behind the contract's
   // back shows them here even when it joins them before returning. The sampling costs the run
-  // beside it a share of a core, so A's runs are sampled the same way (and the count dropped):
-  // sampled during B's runs only, a baseline timed against itself read 0.936 [0.925, 0.957] on
-  // a 2-core host (in-process, every 200 us). Another process's /proc entries are read every
-  // 2 ms, not 200 us: at 200 us the reads slowed the child they watched (0.85-0.92 A/A).
+  // it watches, so A's runs are sampled the same way (and the count dropped): sampled during B's
+  // runs only, a baseline timed against itself read 0.936 [0.925, 0.957] on a 2-core host
+  // (in-process, every 200 us). Another process's /proc entries are read every 2 ms, not 200 us:
+  // at 200 us the reads slowed the child they watched (0.85-0.92 A/A). So it is the running
+  // arm's entries that are read, A's during A's runs as B's during B's: reading B's only left
+  // the reads' cost on B alone whenever the arms were two processes.
   std::thread watcher([&] {
     while (!stop.load()) {
       if (const int r = running.load()) {
-        const int n = threads_now();
+        const int n = r == 2 ? threads_now() : threads_of_a();
         if (r == 2) seen = std::max(seen.load(), n);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(own_process ? 2000 : 200));
