@@ -46,7 +46,7 @@ GateResult fresh_checkout_gate(SessionState& s, const std::string& name, const s
       if (fs::exists(path)) git(s.manifest["workload"], {"worktree", "remove", "--force", path});
       git(s.manifest["workload"], {"worktree", "add", "-q", "--detach", path, commit});
     }
-    const auto open_rebuilt = [&] { return s.open(s.program_in(path), binary, binary.empty() ? "" : name); };
+    const auto open_rebuilt = [&] { return s.open(s.program_in(path), binary, name); };
     auto arm = open_rebuilt();
     const auto got = reference_outputs(*arm, s);
     g.passed = got.size() == expected.size() && std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0;
