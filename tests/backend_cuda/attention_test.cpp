@@ -9,7 +9,8 @@
 //
 // Tolerance: |out - ref| <= 2e-5 (1 + |ref|), the bound this test has held the kernels to since
 // version 1 (fp32 scores, softmax and accumulation against double; the errors of sums of a few
-// thousand rounded terms of random sign stay well under it).
+// thousand rounded terms of random sign stay well under it). The tensor-core kernel rounds the
+// queries and the probabilities to f16 (f16_bound below adds what those roundings can cost).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,32 +99,67 @@ std::vector<double> reference(const AttentionShape& a, const Pool& pool, const s
   return o;
 }
 
+// What the tensor-core kernel's f16 roundings can add to an output element of query head h of
+// row r, beyond the f32 bound: q rounded to f16 (relative 2^-11 an element) moves a score by at
+// most eps = 2^-11 * scale * max_j sum_i |q_i k_ji| (softcap's tanh does not enlarge it), which
+// moves each softmax weight by a factor within e^(+-2 eps), so the output by at most
+// (e^(2 eps) - 1) max|v|; each probability rounded to f16 (relative 2^-11 when normal, absolute
+// 2^-25 when subnormal, against a sum of at least 1) adds (2^-11 + n 2^-25) max|v|.
+double f16_bound(const AttentionShape& a, const Pool& pool, const std::vector<float>& q, int64_t r, int h, int32_t seq,
+                 int32_t pos) {
+  const int hd = a.head_dim, g = h / (a.n_head / a.n_kv);
+  const int32_t lo = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
+  const float* qh = q.data() + (r * a.n_head + h) * hd;
+  double qk = 0, vmax = 0;
+  for (int32_t j = lo; j <= pos; ++j) {
+    const int64_t row = pool.row(seq, j);
+    const float *kr = pool.k.data() + row * pool.width + g * hd, *vr = pool.v.data() + row * pool.width + g * hd;
+    double d = 0;
+    for (int i = 0; i < hd; ++i) d += std::abs(double(qh[i]) * kr[i]), vmax = std::max(vmax, double(std::abs(vr[i])));
+    qk = std::max(qk, d);
+  }
+  const double eps = std::ldexp(1.0, -11) * a.scale * qk;
+  return (std::expm1(2 * eps) + std::ldexp(1.0, -11) + (pos - lo + 1) * std::ldexp(1.0, -25)) * vmax;
+}
+
+enum class Kernel { attention, mma };
+
 // Runs attention on the step (rows seq[r] at pos[r]); with_scratch: the scratch the plan would
-// size (attention_scratch_floats), else none. Output poisoned first.
+// size (attention_scratch_floats), else none; Kernel::mma: attention_mma itself, whatever the
+// step. The tables count the step's sequences as the plan does. Output poisoned first.
 std::vector<float> run(const AttentionShape& a, Pool& pool, const std::vector<float>& q, const std::vector<int32_t>& seq,
-                       const std::vector<int32_t>& pos, bool with_scratch, size_t* scratch_floats = nullptr) {
+                       const std::vector<int32_t>& pos, bool with_scratch, size_t* scratch_floats = nullptr,
+                       Kernel kernel = Kernel::attention) {
   const int64_t rows = int64_t(seq.size());
   auto dq = DeviceBuffer::of(q), ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(pos);
-  const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), pool.dt.get<int32_t>(), pool.max_blocks};
+  std::vector<int32_t> distinct = seq;
+  std::sort(distinct.begin(), distinct.end());
+  const auto n_seqs = int32_t(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
+  const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), pool.dt.get<int32_t>(), pool.max_blocks, n_seqs};
   const size_t floats = with_scratch ? attention_scratch_floats(a, pool.view(), st, rows) : 0;
   if (scratch_floats) *scratch_floats = floats;
   DeviceBuffer scratch(std::max<size_t>(floats, 1) * sizeof(float)), out(size_t(rows * a.n_head * a.value_dim) * sizeof(float));
   scratch.poison();
   out.poison();
-  attention(a, pool.view(), st, dq.get<float>(), out.get<float>(), rows, nullptr, floats ? scratch.get<float>() : nullptr,
-            floats);
+  if (kernel == Kernel::mma) attention_mma(a, pool.view(), st, dq.get<float>(), out.get<float>(), rows, nullptr);
+  else
+    attention(a, pool.view(), st, dq.get<float>(), out.get<float>(), rows, nullptr,
+              floats ? scratch.get<float>() : nullptr, floats);
   sync();
   return out.to_host<float>();
 }
 
+// f16: the tensor-core kernel's bound (f16_bound) on top of the f32 one.
 void expect_reference(const AttentionShape& a, const Pool& pool, const std::vector<float>& q,
-                      const std::vector<int32_t>& seq, const std::vector<int32_t>& pos, const std::vector<float>& out) {
+                      const std::vector<int32_t>& seq, const std::vector<int32_t>& pos, const std::vector<float>& out,
+                      bool f16 = false) {
   for (size_t r = 0; r < seq.size(); ++r)
     for (int h = 0; h < a.n_head; ++h) {
       const auto o = reference(a, pool, q, int64_t(r), h, seq[r], pos[r]);
+      const double extra = f16 ? f16_bound(a, pool, q, int64_t(r), h, seq[r], pos[r]) : 0.0;
       for (int i = 0; i < a.head_dim; ++i) {
         const float got = out[(r * size_t(a.n_head) + size_t(h)) * size_t(a.head_dim) + size_t(i)];
-        ASSERT_NEAR(got, o[size_t(i)], 2e-5 * (1 + std::abs(o[size_t(i)])))
+        ASSERT_NEAR(got, o[size_t(i)], 2e-5 * (1 + std::abs(o[size_t(i)])) + extra)
             << "row " << r << " (sequence " << seq[r] << ", position " << pos[r] << ") head " << h << " element " << i;
       }
     }
@@ -197,6 +233,74 @@ TEST(Attention, PagedGqaWindowSoftcapAgainstDoubleReference) {
         }
       }
     }
+}
+
+// The tensor-core kernel: a prompt of one sequence through attention() with the schedule's
+// tensor_cores on (37 rows: two whole 16-row tiles and a partial one, not starting at position
+// 0), and steps of several sequences through attention_mma itself: two prompts' rows and decode
+// rows interleaved so that tiles hold 2-4 sequences, rows out of position order, a window that
+// cuts inside the tiles, softcap; every head size, GQA ratios 1, 3 and 4; the same bits twice.
+// Where the f16 roundings are off the table (a prompt with tensor_cores off, or a step of two
+// sequences through attention()), the f32 kernel's bound holds.
+TEST(Attention, TensorCoreKernelAgainstDoubleReference) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  for (int hd : {32, 64, 96, 128, 256})
+    for (int variant = 0; variant < 2; ++variant) {
+      const int ratio = variant ? 3 : (hd == 128 ? 4 : 1);
+      Pool pool = make_pool(rng, {151, 71, 20}, variant ? 24 : 16, 2 * hd);
+      AttentionShape a = shape(2 * ratio, 2, hd, variant ? 40 : 0, variant ? 20.f : 0.f);
+      a.tensor_cores = true;
+      SCOPED_TRACE(::testing::Message() << "hd " << hd << " variant " << variant << " ratio " << ratio);
+      {
+        SCOPED_TRACE("a prompt of 37 rows through attention()");
+        std::vector<int32_t> seq(37, 0), pos(37);
+        for (int i = 0; i < 37; ++i) pos[size_t(i)] = 151 - 37 + i;
+        const auto q = random_floats(rng, seq.size() * size_t(a.n_head * hd));
+        const auto out = run(a, pool, q, seq, pos, true);
+        expect_reference(a, pool, q, seq, pos, out, true);
+        const auto again = run(a, pool, q, seq, pos, true);
+        ASSERT_EQ(std::memcmp(out.data(), again.data(), out.size() * sizeof(float)), 0) << "not the same bits twice";
+        AttentionShape f32 = a;
+        f32.tensor_cores = false;
+        expect_reference(f32, pool, q, seq, pos, run(f32, pool, q, seq, pos, true));
+      }
+      SCOPED_TRACE("sequences interleaved, through attention_mma");
+      std::vector<int32_t> seq, pos;
+      for (int i = 0; i < 30; ++i) {  // sequence 0 at 121..150, 1 at 50..70 every other row, 2 at its last
+        seq.push_back(0), pos.push_back(121 + i);
+        if (i % 3 == 1 && 50 + i <= 70) seq.push_back(1), pos.push_back(50 + i);
+      }
+      seq.insert(seq.begin() + 7, 2), pos.insert(pos.begin() + 7, 19);
+      std::swap(pos[3], pos[5]);  // rows of one sequence out of position order
+      const auto q = random_floats(rng, seq.size() * size_t(a.n_head * hd));
+      const auto out = run(a, pool, q, seq, pos, false, nullptr, Kernel::mma);
+      expect_reference(a, pool, q, seq, pos, out, true);
+      expect_reference(a, pool, q, seq, pos, run(a, pool, q, seq, pos, true));  // two sequences: the f32 kernel
+    }
+}
+
+// A batch of decodes wider than 8 rows (one row for each of 12 sequences, the tables counting
+// 12) takes the decode kernel too: the plan's scratch splits its rows into chunks (the prefill
+// kernel needs none), merged, against the reference; and with the sequences uncounted (0) or
+// one row sharing a sequence, the prefill kernel (no scratch) gives the reference too.
+TEST(Attention, BatchOfDecodesWiderThanEightRowsTakesTheDecodeKernel) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  const std::vector<int32_t> lens = {300, 1, 64, 65, 1000, 129, 300, 77, 512, 33, 700, 200};
+  Pool pool = make_pool(rng, lens, 16, 2 * 128);
+  const AttentionShape a = shape(8, 2, 128, 0, 0.f);
+  std::vector<int32_t> seq(lens.size()), pos(lens.size());
+  for (size_t r = 0; r < lens.size(); ++r) seq[r] = int32_t(r), pos[r] = lens[r] - 1;
+  const auto q = random_floats(rng, lens.size() * size_t(a.n_head * 128));
+  size_t floats = 0;
+  const auto out = run(a, pool, q, seq, pos, true, &floats);
+  ASSERT_GT(floats, 0u) << "a batch of 12 decodes must take the decode kernel's chunks";
+  expect_reference(a, pool, q, seq, pos, out);
+  seq.back() = 0, pos.back() = 150;  // two rows of sequence 0: not a batch of decodes
+  const auto q2 = random_floats(rng, lens.size() * size_t(a.n_head * 128));
+  expect_reference(a, pool, q2, seq, pos, run(a, pool, q2, seq, pos, true, &floats));
+  ASSERT_EQ(floats, 0u) << "rows sharing a sequence take the prefill kernel";
 }
 
 // A decode step with enough (row, KV head) blocks to fill the device runs one chunk a row even

@@ -5,7 +5,8 @@ Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `
 once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays), once one
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
-op-by-op path a program can still choose stays checked; the prefill again with f16 weight copies
+op-by-op path a program can still choose stays checked; the prefill again with the f32 attention
+kernel (attention_mma = false); the prefill again with f16 weight copies
 made at compile (gemm_f16_weights), which must give the same bits; last, not gated, the fast CPU backend
 against the same reference as a control (what the CPU path reaches on the same file), and the
 reference with an f32 KV cache (how far the file's logits move under rounding alone). Gates (issue 11's contract
@@ -78,20 +79,26 @@ def main():
         except RuntimeError as e:
             print(json.dumps({"model": a.model, "mode": "reference", "error": str(e), "pass": False}))
             sys.exit(1)
-        unfused = f"{d}/unfused.loom"
-        subprocess.run([a.loom, "port", a.model, "-o", unfused], check=True, stdout=subprocess.DEVNULL)
-        with open(unfused, "a") as f:
-            f.write("  schedule { decode_fusion = false, programmatic_launch = false }\n")
+        def program(name, schedule):  # the ported program with one schedule line appended
+            path = f"{d}/{name}.loom"
+            subprocess.run([a.loom, "port", a.model, "-o", path], check=True, stdout=subprocess.DEVNULL)
+            with open(path, "a") as f:
+                f.write(f"  schedule {{ {schedule} }}\n")
+            return path
+
+        unfused = program("unfused", "decode_fusion = false, programmatic_launch = false")
+        f32_attention = program("f32attn", "attention_mma = false")
         prefill = None
-        for batch, program in ((0, None), (5, None), (1, None), (1, unfused)):
-            mode = {0: "prefill", 1: "decode"}.get(batch, f"steps of {batch}") + (" unfused" if program else "")
+        runs = ((0, None, "prefill"), (5, None, "steps of 5"), (1, None, "decode"), (1, unfused, "decode unfused"),
+                (0, f32_attention, "prefill, attention_mma = false"))
+        for batch, program_file, mode in runs:
             try:
-                got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32", program)
+                got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32", program_file)
             except RuntimeError as e:
                 print(json.dumps({"model": a.model, "mode": mode, "error": str(e), "pass": False}))
                 ok = False
                 continue
-            if batch == 0:
+            if batch == 0 and program_file is None:
                 prefill = got
             r = compare(ref, got, a.tokens)
             r.update(model=a.model, mode=mode, tokens=a.tokens)
@@ -100,10 +107,7 @@ def main():
             print(json.dumps(r))
         # f16 copies of the weights made at compile (schedule key gemm_f16_weights) feed the
         # prefill GEMM the values its per-step dequantization makes: the same logits, bit for bit.
-        f16w = f"{d}/f16w.loom"
-        subprocess.run([a.loom, "port", a.model, "-o", f16w], check=True, stdout=subprocess.DEVNULL)
-        with open(f16w, "a") as f:
-            f.write("  schedule { gemm_f16_weights = true }\n")
+        f16w = program("f16w", "gemm_f16_weights = true")
         mode = "prefill, gemm_f16_weights = true: the prefill's bits"
         try:
             got = logits(a.loom, a.model, tf, "cuda", 0, f"{d}/f16w.f32", f16w)

@@ -7,8 +7,9 @@
 // tensor-core path of batches (matmul_mma.cu), "mma-w8" the same with K split over blocks of 8
 // warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-1w"/"glu-mma" the 8B gate/up launch (the
 // activation quantization, shared by the matmuls reading one input, is timed on its own row). Run by
-// scripts/gpu-check; prints two tables: decode attention at depth (µs and KV bytes read per
-// second, bench_decode_attention), then the matmuls.
+// scripts/gpu-check; prints three tables: decode attention at depth (µs and KV bytes read per
+// second, bench_decode_attention), a prompt's attention on each kernel (bench_prompt_attention),
+// then the matmuls.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -102,6 +103,55 @@ void bench_decode_attention(double copy_gbs) {
   std::printf("\n");
 }
 
+// A prompt's attention: 512 (and 2,048) rows of one sequence at positions 0.., paged KV in blocks
+// of 32, the f32 kernel (a block a row and head) against the tensor-core kernel (attention_mma,
+// the schedule's attention_mma key): µs a launch and the causal product's TFLOP/s (2 x 2 x
+// head_dim FLOP per row, head and visible position).
+void bench_prompt_attention() {
+  struct Case {
+    const char* model;
+    int n_head, n_kv, hd;
+    int32_t rows;
+  };
+  const Case cases[] = {{"8B", 32, 8, 128, 512}, {"8B", 32, 8, 128, 2048}, {"1B", 32, 8, 64, 512}, {"135M", 9, 3, 64, 512}};
+  std::printf("| %-6s | %-12s | %-5s | %-12s | %-12s | %-9s | %-9s |\n", "model", "heads/kv/dim", "rows", "f32 us",
+              "mma us", "mma TF/s", "speed-up");
+  std::printf("|--------|--------------|-------|--------------|--------------|-----------|-----------|\n");
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> nd;
+  for (const auto& c : cases) {
+    const int32_t bs = 32, blocks = (c.rows + bs - 1) / bs;
+    int32_t max_blocks = 4;
+    while (max_blocks < blocks) max_blocks *= 2;
+    const int64_t width = int64_t(c.n_kv) * c.hd;
+    std::vector<int32_t> tables(size_t(max_blocks), 0), seqs(size_t(c.rows), 0), pos(size_t(c.rows));
+    for (int32_t b = 0; b < blocks; ++b) tables[size_t(b)] = b;
+    for (int32_t r = 0; r < c.rows; ++r) pos[size_t(r)] = r;
+    std::vector<uint16_t> pool(size_t(blocks) * bs * width);
+    for (auto& x : pool) x = loom::quant::fp32_to_fp16(nd(rng));
+    std::vector<float> q(size_t(c.rows) * c.n_head * c.hd);
+    for (auto& x : q) x = nd(rng);
+    auto dk = DeviceBuffer::of(pool), dv = DeviceBuffer::of(pool), dt = DeviceBuffer::of(tables);
+    auto ds = DeviceBuffer::of(seqs), dp = DeviceBuffer::of(pos), dq = DeviceBuffer::of(q);
+    DeviceBuffer out(q.size() * sizeof(float));
+    AttentionShape a;
+    a.n_head = c.n_head, a.n_kv = c.n_kv, a.head_dim = c.hd, a.value_dim = c.hd, a.scale = 1.f / std::sqrt(float(c.hd));
+    const KvView kv{dk.get<__half>(), dv.get<__half>(), width, width, bs};
+    const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), max_blocks, 1};
+    float ms[2];
+    for (int m = 0; m < 2; ++m) {
+      a.tensor_cores = m == 1;
+      ms[m] = time_ms(20, [&](int) { attention(a, kv, st, dq.get<float>(), out.get<float>(), c.rows, nullptr); });
+    }
+    const double flop = 4.0 * c.hd * c.n_head * (double(c.rows) * (c.rows + 1) / 2);
+    char dims[32];
+    std::snprintf(dims, sizeof dims, "%d/%d/%d", c.n_head, c.n_kv, c.hd);
+    std::printf("| %-6s | %-12s | %5d | %12.1f | %12.1f | %9.1f | %8.1fx |\n", c.model, dims, c.rows, ms[0] * 1e3,
+                ms[1] * 1e3, flop / (ms[1] * 1e-3) / 1e12, ms[0] / ms[1]);
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main() {
@@ -115,6 +165,7 @@ int main() {
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
   bench_decode_attention(copy_gbs);
+  bench_prompt_attention();
   std::printf("| %-6s | %-6s | %-12s | %-4s | %-9s | %-9s | %-8s |\n", "type", "kernel", "N x K", "rows", "us", "GB/s",
               "of copy");
   std::printf("|--------|--------|--------------|------|-----------|-----------|----------|\n");

@@ -3,11 +3,13 @@
 // block of kWarps warps: warp w walks positions lo + w, lo + w + kWarps, ... with an online
 // softmax (running max and sum), each lane holding head_dim / 32 query and value_dim / 32
 // accumulator elements, and the warps' partial results are merged at the end. Steps of few rows
-// (decode) run attention_decode.cu: one block per (row, KV head, chunk of positions) for all
+// (decode), and steps of one row for each sequence (a batch of decodes), run
+// attention_decode.cu: one block per (row, KV head, chunk of positions) for all
 // the query heads of the group, the chunks merged by a combine kernel when there are several
 // (flash-decoding); split_chunks below decides how many. Head dims the decode kernel lacks (32,
 // 96) run the prefill kernel at every step. Exact softmax semantics, fp32
-// arithmetic throughout.
+// arithmetic throughout. A prompt (more than kMaxDecodeRows rows, all of one sequence) runs
+// attention_mma.cu on tensor cores instead when the schedule asks (AttentionShape::tensor_cores).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -145,13 +147,20 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
   }
 }
 
-// Chunks of a decode step (1: the decode blocks write the output themselves). Steps of more
-// than kMaxDecodeRows rows run the prefill kernel and need no scratch. Otherwise: as many chunks
+// Steps the decode kernel takes: few rows, or one row for each sequence (a batch of decodes:
+// its rows share no keys, so blocks by (row, KV head) lose no reuse against the prefill
+// kernel's blocks by (row, head), and read each key once per group, not once per head).
+bool decode_step(const AttentionShape& a, const StepTables& st, int64_t rows) {
+  return has_decode_kernel(a.head_dim) && (rows <= kMaxDecodeRows || st.n_seqs == rows);
+}
+
+// Chunks of a decode step (1: the decode blocks write the output themselves). Other steps run
+// the prefill kernels and need no scratch. Otherwise: as many chunks
 // as bring the step to kMaxDecodeChunks blocks, each of at least kMinDecodeChunk positions of
 // the table bound. The bound, not the rows' positions (only the device knows those): each row's
 // actual positions are split evenly over the chunks, so a bound rounded up idles no block.
 int split_chunks(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows) {
-  if (rows > kMaxDecodeRows || !has_decode_kernel(a.head_dim)) return 1;
+  if (!decode_step(a, st, rows)) return 1;
   const int64_t bound = int64_t(st.max_blocks) * kv.block_size;  // > every position of the step
   const int64_t blocks = rows * a.n_kv * group_parts(a);
   const int64_t by_blocks = (kMaxDecodeChunks + blocks - 1) / blocks;
@@ -179,10 +188,14 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
   if (rows <= 0) return;
   const int hd = a.head_dim, vd = a.value_dim;
   if (hd != vd) cuda_invalid("attention: head_dim != value_dim has no kernel");
-  if (rows <= kMaxDecodeRows && has_decode_kernel(hd)) {
+  if (decode_step(a, st, rows)) {
     const size_t need = attention_scratch_floats(a, kv, st, rows);
     const int chunks = scratch && need > 0 && need <= scratch_floats ? split_chunks(a, kv, st, rows) : 1;
     decode_attention(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
+    return;
+  }
+  if (a.tensor_cores && st.n_seqs == 1 && has_attention_mma(hd) && mma_device()) {
+    attention_mma(a, kv, st, q, out, rows, s, q8, q8_ds);
     return;
   }
   const dim3 grid(unsigned(rows * a.n_head)), block(kWarps * kWarpSize);

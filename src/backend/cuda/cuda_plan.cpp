@@ -34,7 +34,7 @@ using passes::Opcode;
 CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched)
     : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
       mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow),
-      times_(sched.step_times) {
+      attention_mma_(sched.attention_mma), times_(sched.step_times) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -137,6 +137,11 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
                                        "x up to 64 activation rows a warp; K split over blocks of {} warps)",
                                        mma_rows_, mma_split_warps_)
                          : std::string("no tensor-core matmuls (mma_rows = 0, or a device before sm_80)"));
+  explain_.push_back(attention_mma_ && mma_device()
+                         ? "a prompt's attention (more than 8 rows of one sequence): f16 tensor cores, 16 rows and one "
+                           "head a warp (attention_mma); other steps of more than 8 rows: a block a row and head, f32"
+                         : "steps of more than 8 rows: attention by a block a row and head, f32 (attention_mma off, or a "
+                           "device before sm_80)");
   explain_.push_back(programmatic_ ? "kernels launched with programmatic dependent launch (each starts while the one "
                                      "before drains; weights prefetched to L2 before the wait)"
                                    : "kernels launched plainly (programmatic_launch off, or a device before sm_90)");
@@ -307,10 +312,13 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   host_ints_.assign(size_t(4 * T + n_seqs * max_blocks), 0);
   int32_t* h = host_ints_.data();
   int64_t kept = 0;
+  std::vector<bool> has_rows(size_t(n_seqs), false);
+  int32_t row_seqs = 0;  // sequences among the rows
   for (int64_t t = 0; t < T; ++t) {
     const int32_t s = batch.seq(size_t(t));
     if (s >= n_seqs || batch.positions[t] / kv->block_size() >= int64_t(batch.block_tables.at(size_t(s)).size()))
       loom::fail("step row {}: sequence {} position {} is not covered by its block table", t, s, batch.positions[t]);
+    if (!has_rows[size_t(s)]) has_rows[size_t(s)] = true, ++row_seqs;
     h[t] = batch.tokens[t];
     h[T + t] = batch.positions[t];
     h[2 * T + t] = s;
@@ -329,15 +337,13 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   LOOM_CUDA_CHECK(cudaMemcpyAsync(step_ints_.get(), h, host_ints_.size() * 4, cudaMemcpyHostToDevice, stream_));
   times_.mark(0);
   const int32_t* d = step_ints_.get<int32_t>();
-  const StepTables tables{d + 2 * T, d + T, d + 4 * T, int32_t(max_blocks)};
+  const StepTables tables{d + 2 * T, d + T, d + 4 * T, int32_t(max_blocks), row_seqs};
   // Scratch of the split decode attention, sized here: a captured step cannot allocate.
   size_t attn_floats = 0;
   for (const auto& lo : low_.ops)
     if (lo.code == Opcode::attention) {
       const auto aa = passes::attention_attrs(*lo.op);
-      const AttentionShape shape{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
-                                 float(aa.scale), float(aa.softcap)};
-      attn_floats = std::max(attn_floats, attention_scratch_floats(shape, kv->layer(aa.layer), tables, T));
+      attn_floats = std::max(attn_floats, attention_scratch_floats(attention_shape(*lo.op), kv->layer(aa.layer), tables, T));
     }
   if (attn_scratch_.bytes() < attn_floats * sizeof(float)) {
     drop_graphs();
@@ -345,7 +351,9 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   }
   auto step = [&] {
     if (T <= graph_rows_)
-      replay({T, kept, max_blocks, kv->serial(), arena_.get(), step_ints_.get()}, *kv, tables, T, kept);
+      replay({T, kept, max_blocks, row_seqs == 1 ? 1 : row_seqs == T ? 2 : 0, kv->serial(), arena_.get(),
+              step_ints_.get()},
+             *kv, tables, T, kept);
     else
       enqueue(*kv, tables, T, kept);
   };
@@ -432,6 +440,10 @@ class CudaBackend final : public Backend {
         {"", "mma_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(4),
          "decode-kernel matmuls of at least this many rows run on tensor cores (int8 MMA, 16 weight rows by up to 64 "
          "activation rows a warp, weights read once per 64 rows); fewer take the warp-per-row kernel (0: never)"},
+        {"", "attention_mma", ScheduleKey::Type::boolean, 0, 0, {}, true,
+         "a prompt's attention (a step of more than 8 rows of one sequence) runs on f16 tensor cores: 16 rows a warp, "
+         "queries and probabilities rounded to f16, f32 sums and softmax (false: the f32 kernel, a block a row and "
+         "head)"},
         // On since its first measurement: 8B shape, H200, B = 8 / 32 / 64 +37 / +18 / +8% (docs/cuda-kernels.md, 4c).
         {"", "mma_wide_split", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "tensor-core store launches that split K over a block's warps use blocks of 8 warps (two an SM, 128 "
@@ -461,6 +473,7 @@ class CudaBackend final : public Backend {
     sched.mma_wide_split = sr.boolean("mma_wide_split");
     sched.gemv_resident = sr.boolean("gemv_resident");
     sched.step_times = sr.boolean("step_times");
+    sched.attention_mma = sr.boolean("attention_mma");
     return std::make_unique<CudaPlan>(m, ws, sched);
   }
 };

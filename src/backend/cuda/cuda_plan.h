@@ -34,7 +34,7 @@ struct Q8Buffer {
 struct CudaSchedule {
   int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
   bool decode_fusion = false, decode_rope_fold = false, programmatic_launch = false, gemm_f16_weights = false;
-  bool mma_wide_split = false, gemv_resident = false, step_times = false;
+  bool mma_wide_split = false, gemv_resident = false, step_times = false, attention_mma = false;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
@@ -113,6 +113,9 @@ class StepTimes {
 // What a captured step depends on beyond the device buffers' contents.
 struct GraphKey {
   int64_t rows, kept, max_blocks;
+  // Which attention kernels the step's rows take (attention.cu): 1 all of one sequence, 2 one
+  // row for each sequence, 0 otherwise.
+  int rows_of_seqs;
   uint64_t kv;  // the storage's serial: a new pool at a freed one's address is another key
   const void *arena, *ints;
   auto operator<=>(const GraphKey&) const = default;
@@ -147,6 +150,7 @@ class CudaPlan final : public Plan {
   bool q8_path(int64_t rows) const { return !(gemm_ && rows > gemm_rows_); }
   const Q8Buffer& quantize_for(int value, int64_t K, int64_t rows);
   RopeSpec rope_spec(const passes::LoweredOp& rope) const;  // a rope op's, for the fused kernels
+  AttentionShape attention_shape(const ir::Op& attention) const;
   void replay(const GraphKey& key, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept);
   void drop_graphs() {
     for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
@@ -174,6 +178,7 @@ class CudaPlan final : public Plan {
   int64_t gemv_warps_ = 0;            // matmul_q8_parts' max_warps (gemv_resident: 0, else kWarpPerRow)
   bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
   bool f16_weights_ = false;          // every matmul weight has a resident f16 copy (gemm_f16_weights)
+  bool attention_mma_ = false;        // prompts' attention on tensor cores (AttentionShape::tensor_cores)
   DecodeFusion fusion_;
   std::unique_ptr<Gemm> gemm_;
   std::string no_gemm_;               // why gemm_ is null

@@ -140,15 +140,19 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
     else
       rope_kv_store(rs, value(q.in[0].value), aa.n_head, value(q.out), value(k.in[0].value), value(at.in[2].value), view,
                     tables, rows, stream_);
-    const AttentionShape shape{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
-                               float(aa.scale), float(aa.softcap)};
     const bool q8 = fusion_.attention_q8[size_t(st.ops.back())] && q8_path(rows);
-    attention(shape, view, tables, value(q.out), value(at.out), rows, stream_, attn_scratch_.get<float>(),
+    attention(attention_shape(*at.op), view, tables, value(q.out), value(at.out), rows, stream_, attn_scratch_.get<float>(),
               attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
     if (q8) q8_[0].value = at.out;
     return true;
   }
   return false;
+}
+
+AttentionShape CudaPlan::attention_shape(const ir::Op& attention) const {
+  const auto aa = passes::attention_attrs(attention);
+  return {int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window), float(aa.scale),
+          float(aa.softcap), attention_mma_};
 }
 
 RopeSpec CudaPlan::rope_spec(const passes::LoweredOp& rope) const {
@@ -245,10 +249,8 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
       const auto aa = passes::attention_attrs(op);
       const KvView& view = kv.layer(aa.layer);
       kv_store(view, tables, in(1), in(2), rows, stream_);
-      const AttentionShape shape{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
-                                 float(aa.scale), float(aa.softcap)};
       const bool q8 = fusion_.attention_q8[size_t(i)] && q8_path(rows);
-      attention(shape, view, tables, in(0), out, rows, stream_, attn_scratch_.get<float>(),
+      attention(attention_shape(op), view, tables, in(0), out, rows, stream_, attn_scratch_.get<float>(),
                 attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
       if (q8) q8_[0].value = lo.out;
       break;

@@ -129,6 +129,9 @@ struct StepTables {
   const int32_t* pos_of_row = nullptr;
   const int32_t* tables = nullptr;      // [n_seqs x max_blocks] block ids
   int32_t max_blocks = 0;
+  // How many sequences the step's rows belong to, counted by the host (0: not counted). A
+  // kernel's choice, never its correctness, depends on it (attention: one sequence's prompt).
+  int32_t n_seqs = 0;
 };
 void kv_store(const KvView& kv, const StepTables& st, const float* k, const float* v, int64_t rows, cudaStream_t s);
 
@@ -156,6 +159,9 @@ struct RopeKvOut {
 struct AttentionShape {
   int n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
   float scale = 1, softcap = 0;
+  // The schedule's choice (key attention_mma): steps of more than 8 rows of one sequence (a
+  // prompt) run attention_mma, on devices that have it (mma_device) and for head dims it has.
+  bool tensor_cores = false;
 };
 // Steps of few rows (decode) run one block per (row, KV head, chunk) for all the query heads
 // of the group; with scratch of at least attention_scratch_floats() floats (nonzero for steps
@@ -168,6 +174,13 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
                int64_t rows, cudaStream_t s, float* scratch = nullptr, size_t scratch_floats = 0, int8_t* q8 = nullptr,
                float2* q8_ds = nullptr);
 size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows);
+// The tensor-core kernel attention() picks for a prompt (attention_mma.cu): a warp takes 16
+// rows and one query head, queries and probabilities in f16 on MMAs with f32 sums, the softmax
+// in f32. Any step (tests call it directly): a 16-row tile of rows of several sequences takes
+// them one sequence at a time. head_dim 32, 64, 96, 128 or 256; sm_80+ (mma_device).
+void attention_mma(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
+                   int64_t rows, cudaStream_t s, int8_t* q8 = nullptr, float2* q8_ds = nullptr);
+bool has_attention_mma(int head_dim);
 
 // The k largest of each of `rows` rows of V floats (x row-major): ids[r * k + j] and
 // vals[r * k + j], j < k, in no particular order; among equal values the lowest ids

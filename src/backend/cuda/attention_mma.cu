@@ -1,0 +1,232 @@
+// Prompt attention on tensor cores (version 9 of docs/cuda-kernels.md). The scalar kernel of
+// attention.cu gives each (row, query head) a block whose warps take one position at a time,
+// with a shuffle tree per score: ~25 instructions a position a warp, for every row. Here a
+// warp takes 16 consecutive rows of the step and one query head (the A operand of
+// mma.m16n8k16), and 16 positions a pass:
+//   - scores S = Q K^T: the queries converted to f16 once (the A fragments stay in registers),
+//     each lane loading its B fragments (two halves of one key) straight from the paged pool,
+//     2 x head_dim / 16 MMAs a pass with f32 sums;
+//   - softcap, scale, the causal / window mask and the online softmax in f32 on the score
+//     fragments (base 2; a row's 16 scores lie in the 4 lanes of a quad);
+//   - O += P V with P converted to f16 from the score registers (the C layout of two n8 tiles
+//     is the A layout of one k16 tile), V's B fragments gathered as half pairs of two keys,
+//     head_dim / 8 MMAs a pass; O stays in f32 registers.
+// Rows of a tile that belong to several sequences are taken one sequence at a time (the other
+// rows masked), so any step is computed correctly; attention() sends only steps of one
+// sequence here, where a tile has one. Consecutive warps of a block take consecutive query
+// heads of the same rows, so a GQA group's keys and values are read from L1 after the first.
+// The MMA is inline PTX for sm_80+; other devices (and a HIP port) keep the scalar kernel
+// (attention() asks mma_device()).
+#include <cuda_fp16.h>
+
+#include <climits>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/paged_kv.cuh"
+#include "backend/cuda/q8_1.cuh"
+#include "backend/cuda/warp.cuh"
+
+namespace loom::backend::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kTile = 16;  // rows a warp: the MMA's M
+constexpr int kKeys = 16;  // positions a pass: two n8 tiles of scores, the P V MMA's K
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ uint32_t half2_bits(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
+__device__ __forceinline__ uint32_t pack(float lo, float hi) { return half2_bits(__floats2half2_rn(lo, hi)); }
+__device__ __forceinline__ uint32_t bits32(const __half* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// d += a b, m16n8k16, f16 operands, f32 sums. Fragments (g = lane / 4, t = lane % 4; the lower
+// column in the lower half): a = A[g][2t..], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..];
+// b = B[2t..][g], B[2t+8..][g]; d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1].
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Over the 4 lanes of a quad (the lanes holding one fragment row).
+__device__ __forceinline__ float quad_max(float v) { return fmaxf(v, fmaxf(shfl_xor(v, 1), shfl_xor(v, 2))); }
+__device__ __forceinline__ float quad_sum(float v) {
+  v += shfl_xor(v, 1);
+  return v + shfl_xor(v, 2);
+}
+__device__ __forceinline__ int warp_min_int(int v) {
+#pragma unroll
+  for (int o = kWarpSize / 2; o > 0; o >>= 1) v = min(v, shfl_xor(v, o));
+  return v;
+}
+__device__ __forceinline__ int warp_max_int(int v) {
+#pragma unroll
+  for (int o = kWarpSize / 2; o > 0; o >>= 1) v = max(v, shfl_xor(v, o));
+  return v;
+}
+
+// One of a lane's two fragment rows (g and g + 8 of the tile).
+struct Row {
+  int seq = -1, pos = -1, lo = 0;
+  bool done = true;
+  __device__ void load(const AttentionShape& a, const StepTables& st, int64_t r, int64_t rows) {
+    if (r >= rows) return;
+    seq = st.seq_of_row[r], pos = st.pos_of_row[r], done = false;
+    lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+  }
+};
+
+template <int HD>
+__global__ void __launch_bounds__(kWarps * kWarpSize)
+    attention_mma_kernel(AttentionShape a, KvView kv, StepTables st, const float* __restrict__ q, float* out,
+                         int64_t rows, int8_t* __restrict__ q8, float2* __restrict__ q8_ds) {
+  constexpr int KT = HD / 16;  // k tiles of the scores' MMAs
+  constexpr int NT = HD / 8;   // n tiles of the output's MMAs
+  allow_next_kernel();
+  wait_previous_kernel();
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t task = int64_t(blockIdx.x) * kWarps + warp;
+  if (task >= (rows + kTile - 1) / kTile * a.n_head) return;  // no block-wide barrier below
+  const int h = int(task % a.n_head), kvh = h / (a.n_head / a.n_kv);
+  const int64_t r0 = task / a.n_head * kTile;
+  const int g = lane / 4, t = lane % 4;
+  Row ra, rb;
+  ra.load(a, st, r0 + g, rows);
+  rb.load(a, st, r0 + g + 8, rows);
+
+  uint32_t qf[KT][4];
+  {
+    const float* qa = q + ((r0 + g) * a.n_head + h) * int64_t(HD) + 2 * t;
+    const float* qb = qa + 8 * int64_t(a.n_head) * HD;
+    const float2 zero = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      const float2 a0 = ra.done ? zero : *reinterpret_cast<const float2*>(qa + kt * 16);
+      const float2 b0 = rb.done ? zero : *reinterpret_cast<const float2*>(qb + kt * 16);
+      const float2 a1 = ra.done ? zero : *reinterpret_cast<const float2*>(qa + kt * 16 + 8);
+      const float2 b1 = rb.done ? zero : *reinterpret_cast<const float2*>(qb + kt * 16 + 8);
+      qf[kt][0] = pack(a0.x, a0.y), qf[kt][1] = pack(b0.x, b0.y), qf[kt][2] = pack(a1.x, a1.y), qf[kt][3] = pack(b1.x, b1.y);
+    }
+  }
+  float o[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  // Running maxima (base 2) of rows g and g + 8, and this lane's share of their sums.
+  float ma = -INFINITY, mb = -INFINITY, la = 0.f, lb = 0.f;
+  const float scale2 = a.scale * kLog2e;
+  const int64_t koff = int64_t(kvh) * HD;
+
+  for (;;) {  // one pass per sequence among the tile's rows (uniform across the warp)
+    const LaneMask wa = ballot(!ra.done), wb = ballot(!rb.done);
+    if (!(wa | wb)) break;
+    const int s = wa ? shfl(ra.seq, first_lane(wa)) : shfl(rb.seq, first_lane(wb));
+    const bool ina = !ra.done && ra.seq == s, inb = !rb.done && rb.seq == s;
+    const int jlo = warp_min_int(min(ina ? ra.lo : INT_MAX, inb ? rb.lo : INT_MAX));
+    const int jhi = warp_max_int(max(ina ? ra.pos : -1, inb ? rb.pos : -1));
+    for (int j0 = jlo; j0 <= jhi; j0 += kKeys) {
+      // Positions past jhi (the pass's last) read jhi's row and are masked.
+      const __half* k0 = kv.k + kv_row(st, s, min(j0 + g, jhi), kv.block_size) * kv.k_width + koff + 2 * t;
+      const __half* k1 = kv.k + kv_row(st, s, min(j0 + 8 + g, jhi), kv.block_size) * kv.k_width + koff + 2 * t;
+      const __half* v0 = kv.v + kv_row(st, s, min(j0 + 2 * t, jhi), kv.block_size) * kv.v_width + koff + g;
+      const __half* v1 = kv.v + kv_row(st, s, min(j0 + 2 * t + 1, jhi), kv.block_size) * kv.v_width + koff + g;
+      const __half* v2 = kv.v + kv_row(st, s, min(j0 + 2 * t + 8, jhi), kv.block_size) * kv.v_width + koff + g;
+      const __half* v3 = kv.v + kv_row(st, s, min(j0 + 2 * t + 9, jhi), kv.block_size) * kv.v_width + koff + g;
+      float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt) {
+        mma_f16(sc[0], qf[kt], bits32(k0 + kt * 16), bits32(k0 + kt * 16 + 8));
+        mma_f16(sc[1], qf[kt], bits32(k1 + kt * 16), bits32(k1 + kt * 16 + 8));
+      }
+      // sc[n][e]: row g (e < 2) or g + 8, position j0 + 8n + 2t + (e & 1).
+      float xa = -INFINITY, xb = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + 8 * n + 2 * t + (e & 1);
+          const Row& r = e < 2 ? ra : rb;
+          const bool in = (e < 2 ? ina : inb) && j >= r.lo && j <= r.pos;
+          float x = sc[n][e];
+          if (a.softcap > 0) x = tanhf(x / a.softcap) * a.softcap;
+          x = in ? x * scale2 : -INFINITY;
+          sc[n][e] = x;
+          if (e < 2) xa = fmaxf(xa, x);
+          else xb = fmaxf(xb, x);
+        }
+      const float na = fmaxf(ma, quad_max(xa)), nb = fmaxf(mb, quad_max(xb));
+      // A row with nothing yet and nothing now keeps its zeros (no -inf - -inf).
+      const float ca = na == -INFINITY ? 1.f : exp2f(ma - na), cb = nb == -INFINITY ? 1.f : exp2f(mb - nb);
+      ma = na, mb = nb, la *= ca, lb *= cb;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) o[n][0] *= ca, o[n][1] *= ca, o[n][2] *= cb, o[n][3] *= cb;
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = sc[n][e];
+          const float p = x == -INFINITY ? 0.f : exp2f(x - (e < 2 ? ma : mb));
+          sc[n][e] = p;
+          if (e < 2) la += p;
+          else lb += p;
+        }
+      const uint32_t pf[4] = {pack(sc[0][0], sc[0][1]), pack(sc[0][2], sc[0][3]), pack(sc[1][0], sc[1][1]),
+                              pack(sc[1][2], sc[1][3])};
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+        mma_f16(o[n], pf, half2_bits(__halves2half2(v0[8 * n], v1[8 * n])),
+                half2_bits(__halves2half2(v2[8 * n], v3[8 * n])));
+    }
+    ra.done = ra.done || ina;
+    rb.done = rb.done || inb;
+  }
+
+  la = quad_sum(la), lb = quad_sum(lb);
+  const int64_t row_a = r0 + g, row_b = row_a + 8;
+  float* oa = out + (row_a * a.n_head + h) * int64_t(HD) + 2 * t;
+  float* ob = oa + 8 * int64_t(a.n_head) * HD;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    if (row_a < rows) *reinterpret_cast<float2*>(oa + 8 * n) = make_float2(o[n][0] / la, o[n][1] / la);
+    if (row_b < rows) *reinterpret_cast<float2*>(ob + 8 * n) = make_float2(o[n][2] / lb, o[n][3] / lb);
+  }
+  if (!q8) return;
+  // The output's q8_1 codes, a 32-element block at a time across the warp (as quantize_q8_1 of
+  // `out` would), from what the warp has just written.
+  __syncwarp();
+  for (int i = 0; i < kTile && r0 + i < rows; ++i) {
+    const int64_t e0 = ((r0 + i) * a.n_head + h) * int64_t(HD);
+#pragma unroll
+    for (int c = 0; c < HD; c += kQ8Block)
+      quantize_q8_1_block(out[e0 + c + lane], q8 + e0 + c + lane, q8_ds + (e0 + c) / kQ8Block, lane);
+  }
+}
+
+}  // namespace
+
+bool has_attention_mma(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256;
+}
+
+void attention_mma(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
+                   int64_t rows, cudaStream_t s, int8_t* q8, float2* q8_ds) {
+  if (a.n_kv <= 0 || a.n_head % a.n_kv) cuda_invalid("attention_mma: n_head must be a multiple of n_kv_head");
+  if (a.head_dim != a.value_dim || !has_attention_mma(a.head_dim))
+    cuda_invalid("attention_mma: head_dim must equal value_dim and be 32, 64, 96, 128 or 256");
+  if (!mma_device()) cuda_invalid("attention_mma: the device has no f16 MMA (sm_80 or later)");
+  if (rows <= 0) return;
+  const int64_t warps = (rows + kTile - 1) / kTile * a.n_head;
+  const dim3 grid(unsigned((warps + kWarps - 1) / kWarps)), block(kWarps * kWarpSize);
+  switch (a.head_dim) {
+    case 32: launch(attention_mma_kernel<32>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    case 64: launch(attention_mma_kernel<64>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    case 96: launch(attention_mma_kernel<96>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    case 128: launch(attention_mma_kernel<128>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    default: launch(attention_mma_kernel<256>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+  }
+}
+
+}  // namespace loom::backend::cuda
