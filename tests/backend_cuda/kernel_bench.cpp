@@ -43,30 +43,42 @@ float time_ms(int iters, const auto& fn) {
   return ms / iters;
 }
 
+// An attention shape of the bench's models, and its depth (decode) or rows (a prompt).
+struct AttentionCase {
+  const char* model;
+  int n_head, n_kv, hd;
+  int32_t n;
+  AttentionShape shape() const {
+    AttentionShape a;
+    a.n_head = n_head, a.n_kv = n_kv, a.head_dim = hd, a.value_dim = hd, a.scale = 1.f / std::sqrt(float(hd));
+    return a;
+  }
+  const char* dims() const {
+    static thread_local char buf[32];
+    std::snprintf(buf, sizeof buf, "%d/%d/%d", n_head, n_kv, hd);
+    return buf;
+  }
+};
+
 // Decode attention (one row at position `depth`, f16 paged KV in blocks of 32 positions, the
 // table as wide as the plan rounds it, output and its q8_1 codes as a decode step writes them):
 // time per launch (the combine kernel included) and K + V bytes of the row's positions per
 // second. Copies of the pool, one sequence each, rotate so that the KV is read from DRAM.
 void bench_decode_attention(double copy_gbs) {
-  struct Case {
-    const char* model;
-    int n_head, n_kv, hd;
-    int32_t depth;
-  };
-  const Case cases[] = {{"8B", 32, 8, 128, 4096}, {"8B", 32, 8, 128, 1024}, {"1B", 32, 8, 64, 4096}, {"135M", 9, 3, 64, 4096}};
+  const AttentionCase cases[] = {{"8B", 32, 8, 128, 4096}, {"8B", 32, 8, 128, 1024}, {"1B", 32, 8, 64, 4096}, {"135M", 9, 3, 64, 4096}};
   std::printf("| %-6s | %-12s | %-5s | %-4s | %-6s | %-9s | %-9s | %-8s |\n", "model", "heads/kv/dim", "depth", "rows",
               "chunks", "us", "KV GB/s", "of copy");
   std::printf("|--------|--------------|-------|------|--------|-----------|-----------|----------|\n");
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd;
   for (const auto& c : cases) {
-    const int32_t bs = 32, positions = c.depth + 1, blocks = (positions + bs - 1) / bs;
+    const int32_t depth = c.n, bs = 32, positions = depth + 1, blocks = (positions + bs - 1) / bs;
     int32_t max_blocks = 4;
     while (max_blocks < blocks) max_blocks *= 2;
     const int64_t width = int64_t(c.n_kv) * c.hd;
     const size_t bytes = size_t(positions) * size_t(2 * width) * 2;  // K and V halves read
     const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));
-    std::vector<int32_t> tables(size_t(copies) * max_blocks, 0), seqs(static_cast<size_t>(copies)), pos = {c.depth};
+    std::vector<int32_t> tables(size_t(copies) * max_blocks, 0), seqs(static_cast<size_t>(copies)), pos = {depth};
     for (int s = 0; s < copies; ++s) {
       seqs[size_t(s)] = s;
       for (int32_t b = 0; b < blocks; ++b) tables[size_t(s) * max_blocks + b] = s * blocks + b;
@@ -81,8 +93,7 @@ void bench_decode_attention(double copy_gbs) {
     auto dk = DeviceBuffer::of(pool), dv = DeviceBuffer::of(pool), dt = DeviceBuffer::of(tables);
     auto ds = DeviceBuffer::of(seqs), dp = DeviceBuffer::of(pos), dq = DeviceBuffer::of(q);
     DeviceBuffer out(q.size() * sizeof(float)), q8(q.size()), q8ds(q.size() / 32 * sizeof(float2));
-    AttentionShape a;
-    a.n_head = c.n_head, a.n_kv = c.n_kv, a.head_dim = c.hd, a.value_dim = c.hd, a.scale = 1.f / std::sqrt(float(c.hd));
+    const AttentionShape a = c.shape();
     const KvView kv{dk.get<__half>(), dv.get<__half>(), width, width, bs};
     auto tables_of = [&](int s) {
       return StepTables{ds.get<int32_t>() + s, dp.get<int32_t>(), dt.get<int32_t>(), max_blocks};
@@ -95,9 +106,7 @@ void bench_decode_attention(double copy_gbs) {
                 floats ? scratch.get<float>() : nullptr, floats, q8.get<int8_t>(), q8ds.get<float2>());
     });
     const double gbs = double(bytes) / (ms * 1e-3) / 1e9;
-    char dims[32];
-    std::snprintf(dims, sizeof dims, "%d/%d/%d", c.n_head, c.n_kv, c.hd);
-    std::printf("| %-6s | %-12s | %5d | %-4d | %6d | %9.1f | %9.0f | %7.0f%% |\n", c.model, dims, c.depth, 1, chunks,
+    std::printf("| %-6s | %-12s | %5d | %-4d | %6d | %9.1f | %9.0f | %7.0f%% |\n", c.model, c.dims(), depth, 1, chunks,
                 ms * 1e3, gbs, 100 * gbs / copy_gbs);
   }
   std::printf("\n");
@@ -108,45 +117,37 @@ void bench_decode_attention(double copy_gbs) {
 // the schedule's attention_mma key): µs a launch and the causal product's TFLOP/s (2 x 2 x
 // head_dim FLOP per row, head and visible position).
 void bench_prompt_attention() {
-  struct Case {
-    const char* model;
-    int n_head, n_kv, hd;
-    int32_t rows;
-  };
-  const Case cases[] = {{"8B", 32, 8, 128, 512}, {"8B", 32, 8, 128, 2048}, {"1B", 32, 8, 64, 512}, {"135M", 9, 3, 64, 512}};
+  const AttentionCase cases[] = {{"8B", 32, 8, 128, 512}, {"8B", 32, 8, 128, 2048}, {"1B", 32, 8, 64, 512}, {"135M", 9, 3, 64, 512}};
   std::printf("| %-6s | %-12s | %-5s | %-12s | %-12s | %-9s | %-9s |\n", "model", "heads/kv/dim", "rows", "f32 us",
               "mma us", "mma TF/s", "speed-up");
   std::printf("|--------|--------------|-------|--------------|--------------|-----------|-----------|\n");
   std::mt19937_64 rng(12);
   std::normal_distribution<float> nd;
   for (const auto& c : cases) {
-    const int32_t bs = 32, blocks = (c.rows + bs - 1) / bs;
+    const int32_t rows = c.n, bs = 32, blocks = (rows + bs - 1) / bs;
     int32_t max_blocks = 4;
     while (max_blocks < blocks) max_blocks *= 2;
     const int64_t width = int64_t(c.n_kv) * c.hd;
-    std::vector<int32_t> tables(size_t(max_blocks), 0), seqs(size_t(c.rows), 0), pos(size_t(c.rows));
+    std::vector<int32_t> tables(static_cast<size_t>(max_blocks), 0), seqs(static_cast<size_t>(rows), 0), pos(static_cast<size_t>(rows));
     for (int32_t b = 0; b < blocks; ++b) tables[size_t(b)] = b;
-    for (int32_t r = 0; r < c.rows; ++r) pos[size_t(r)] = r;
+    for (int32_t r = 0; r < rows; ++r) pos[size_t(r)] = r;
     std::vector<uint16_t> pool(size_t(blocks) * bs * width);
     for (auto& x : pool) x = loom::quant::fp32_to_fp16(nd(rng));
-    std::vector<float> q(size_t(c.rows) * c.n_head * c.hd);
+    std::vector<float> q(size_t(rows) * c.n_head * c.hd);
     for (auto& x : q) x = nd(rng);
     auto dk = DeviceBuffer::of(pool), dv = DeviceBuffer::of(pool), dt = DeviceBuffer::of(tables);
     auto ds = DeviceBuffer::of(seqs), dp = DeviceBuffer::of(pos), dq = DeviceBuffer::of(q);
     DeviceBuffer out(q.size() * sizeof(float));
-    AttentionShape a;
-    a.n_head = c.n_head, a.n_kv = c.n_kv, a.head_dim = c.hd, a.value_dim = c.hd, a.scale = 1.f / std::sqrt(float(c.hd));
+    AttentionShape a = c.shape();
     const KvView kv{dk.get<__half>(), dv.get<__half>(), width, width, bs};
     const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), max_blocks, 1};
     float ms[2];
     for (int m = 0; m < 2; ++m) {
       a.tensor_cores = m == 1;
-      ms[m] = time_ms(20, [&](int) { attention(a, kv, st, dq.get<float>(), out.get<float>(), c.rows, nullptr); });
+      ms[m] = time_ms(20, [&](int) { attention(a, kv, st, dq.get<float>(), out.get<float>(), rows, nullptr); });
     }
-    const double flop = 4.0 * c.hd * c.n_head * (double(c.rows) * (c.rows + 1) / 2);
-    char dims[32];
-    std::snprintf(dims, sizeof dims, "%d/%d/%d", c.n_head, c.n_kv, c.hd);
-    std::printf("| %-6s | %-12s | %5d | %12.1f | %12.1f | %9.1f | %8.1fx |\n", c.model, dims, c.rows, ms[0] * 1e3,
+    const double flop = 4.0 * c.hd * c.n_head * (double(rows) * (rows + 1) / 2);
+    std::printf("| %-6s | %-12s | %5d | %12.1f | %12.1f | %9.1f | %8.1fx |\n", c.model, c.dims(), rows, ms[0] * 1e3,
                 ms[1] * 1e3, flop / (ms[1] * 1e-3) / 1e12, ms[0] / ms[1]);
   }
   std::printf("\n");
