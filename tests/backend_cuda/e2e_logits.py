@@ -6,8 +6,7 @@ once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replay
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
 op-by-op path a program can still choose stays checked; the prefill again with the f32 attention
-kernel (attention_mma = false) and with the weights dequantized in 8 MiB slices (gemm_slice_mib);
-the prefill again with f16 weight copies
+kernel (attention_mma = false); the prefill again with f16 weight copies
 made at compile (gemm_f16_weights), which must give the same bits; last, not gated, the fast CPU backend
 against the same reference as a control (what the CPU path reaches on the same file), and the
 reference with an f32 KV cache (how far the file's logits move under rounding alone). Gates (issue 11's contract
@@ -89,10 +88,9 @@ def main():
 
         unfused = program("unfused", "decode_fusion = false, programmatic_launch = false")
         f32_attention = program("f32attn", "attention_mma = false")
-        sliced = program("sliced", "gemm_slice_mib = 8")
         prefill = None
         runs = ((0, None, "prefill"), (5, None, "steps of 5"), (1, None, "decode"), (1, unfused, "decode unfused"),
-                (0, f32_attention, "prefill, attention_mma = false"), (0, sliced, "prefill, gemm_slice_mib = 8"))
+                (0, f32_attention, "prefill, attention_mma = false"))
         for batch, program_file, mode in runs:
             try:
                 got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32", program_file)

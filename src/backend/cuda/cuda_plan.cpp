@@ -34,7 +34,7 @@ using passes::Opcode;
 CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched)
     : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
       mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow),
-      gemm_slice_bytes_(sched.gemm_slice_mib << 20), attention_mma_(sched.attention_mma), times_(sched.step_times) {
+      attention_mma_(sched.attention_mma), times_(sched.step_times) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -68,7 +68,7 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
           q8_max_k_ = std::max(q8_max_k_, dw.cols);
         }
         if (as_matmul) {
-          gemm_max_tile_ = std::max(gemm_max_tile_, gemm_slice_rows(dw) * dw.cols);
+          gemm_max_nk_ = std::max(gemm_max_nk_, dw.rows * dw.cols);
           q8_max_k_ = std::max(q8_max_k_, dw.cols);  // also sizes the GEMM's f16 activations
         }
         if (!packed || as_embed) {
@@ -129,9 +129,7 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   }
   explain_.push_back(gemm_ ? fmt::format("matmuls of more than {} rows: {}, cuBLAS GEMM (f16 operands, f32 "
                                          "accumulation)", gemm_rows_, f16_weights_ ? "f16 copies of the weights made at "
-                                         "compile (gemm_f16_weights)" : gemm_slice_bytes_ > 0 ? fmt::format("weights dequantized to f16 each "
-                                         "step in slices of at most {} MiB, each multiplied as it is made "
-                                         "(gemm_slice_mib)", gemm_slice_bytes_ >> 20) : "weights dequantized to f16 each step")
+                                         "compile (gemm_f16_weights)" : "weights dequantized to f16 each step")
                            : fmt::format("no prefill GEMM ({}): every matmul on the decode kernels", no_gemm_));
   explain_.push_back(fmt::format("steps of at most {} rows: one CUDA graph replay", graph_rows_));
   explain_.push_back(mma_rows_ > 0 && mma_device()
@@ -204,7 +202,7 @@ void CudaPlan::grow(int64_t rows) {
     }
   }
   if (gemm_ && capacity_ > gemm_rows_) {
-    if (!f16_weights_ && gemm_w_.bytes() < size_t(gemm_max_tile_) * 2) gemm_w_ = DeviceBuffer(size_t(gemm_max_tile_) * 2);
+    if (!f16_weights_ && gemm_w_.bytes() < size_t(gemm_max_nk_) * 2) gemm_w_ = DeviceBuffer(size_t(gemm_max_nk_) * 2);
     gemm_x_ = DeviceBuffer(size_t(capacity_ * q8_max_k_) * 2);
   }
   drop_graphs();  // they name the old buffers
@@ -436,10 +434,6 @@ class CudaBackend final : public Backend {
         // faster than the f16 GEMM (run G, H100: 2,192 against 1,960 t/s aggregate).
         {"", "gemm_rows", ScheduleKey::Type::integer, 0, 1 << 20, {}, int64_t(64),
          "matmuls of more rows than this dequantize to f16 and run a cuBLAS GEMM; fewer use the decode kernels"},
-        {"", "gemm_slice_mib", ScheduleKey::Type::integer, 0, 1 << 16, {}, int64_t(0),
-         "the GEMM path dequantizes a weight and multiplies it in slices of rows of at most this many MiB of f16, "
-         "each multiplied as soon as it is made (so it can be read back from L2; also the most the f16 tile "
-         "takes); 0: the whole weight at once"},
         {"", "gemm_f16_weights", ScheduleKey::Type::boolean, 0, 0, {}, false,
          "the GEMM reads f16 copies of the matmul weights made once at compile instead of dequantizing each weight "
          "every step of more than gemm_rows rows (device memory: 2 bytes a weight more)"},
@@ -471,7 +465,6 @@ class CudaBackend final : public Backend {
     CudaSchedule sched;
     sched.graph_rows = sr.integer("graph_rows");
     sched.gemm_rows = sr.integer("gemm_rows");
-    sched.gemm_slice_mib = sr.integer("gemm_slice_mib");
     sched.mma_rows = sr.integer("mma_rows");
     sched.decode_fusion = sr.boolean("decode_fusion");
     sched.decode_rope_fold = sr.boolean("decode_rope_fold");

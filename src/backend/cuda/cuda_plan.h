@@ -1,7 +1,6 @@
 // The CUDA plan's state, shared by its two halves: cuda_plan.cpp (compile: weights, buffers,
 // graphs; run) and cuda_step.cpp (a step's ops and fused steps on the stream).
 #pragma once
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -33,7 +32,7 @@ struct Q8Buffer {
 // The cuda backend's schedule keys as a program sets them, read by CudaBackend::compile from
 // the keys CudaBackend::schedule_keys declares (their defaults live there, not here).
 struct CudaSchedule {
-  int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0, gemm_slice_mib = 0;
+  int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
   bool decode_fusion = false, decode_rope_fold = false, programmatic_launch = false, gemm_f16_weights = false;
   bool mma_wide_split = false, gemv_resident = false, step_times = false, attention_mma = false;
 };
@@ -149,11 +148,6 @@ class CudaPlan final : public Plan {
   void run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows);
   bool run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows);
   bool q8_path(int64_t rows) const { return !(gemm_ && rows > gemm_rows_); }
-  // Rows of a weight dequantized and multiplied at a time by the GEMM path (gemm_slice_mib; all
-  // of them when 0).
-  int64_t gemm_slice_rows(const DeviceWeight& w) const {
-    return gemm_slice_bytes_ > 0 ? std::clamp<int64_t>(gemm_slice_bytes_ / (2 * w.cols), 1, w.rows) : w.rows;
-  }
   const Q8Buffer& quantize_for(int value, int64_t K, int64_t rows);
   RopeSpec rope_spec(const passes::LoweredOp& rope) const;  // a rope op's, for the fused kernels
   AttentionShape attention_shape(const ir::Op& attention) const;
@@ -182,14 +176,13 @@ class CudaPlan final : public Plan {
   int64_t graph_rows_ = 0, gemm_rows_ = 0, mma_rows_ = 0;
   int mma_split_warps_ = 4;           // mma_wide_split: 8
   int64_t gemv_warps_ = 0;            // matmul_q8_parts' max_warps (gemv_resident: 0, else kWarpPerRow)
-  int64_t gemm_slice_bytes_ = 0;      // gemm_slice_mib in bytes
   bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
   bool f16_weights_ = false;          // every matmul weight has a resident f16 copy (gemm_f16_weights)
   bool attention_mma_ = false;        // prompts' attention on tensor cores (AttentionShape::tensor_cores)
   DecodeFusion fusion_;
   std::unique_ptr<Gemm> gemm_;
   std::string no_gemm_;               // why gemm_ is null
-  int64_t gemm_max_tile_ = 0;         // the largest slice of one the GEMM path dequantizes (gemm_slice_rows)
+  int64_t gemm_max_nk_ = 0;           // the largest matmul weight, in elements
   DeviceBuffer gemm_w_, gemm_x_;      // f16 weight tile and activations of a GEMM
   DeviceBuffer top_buf_;              // run_top's ids, then its values
   std::vector<int32_t> top_host_;     // the same, copied back

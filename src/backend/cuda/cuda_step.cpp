@@ -204,21 +204,13 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
         const __half* wh = static_cast<const __half*>(w.f16);
         __half* xh = gemm_x_.get<__half>();
         f32_to_f16(in(0), rows * w.cols, xh, stream_);
-        if (wh) {
-          gemm_->f16(wh, xh, w.rows, rows, w.cols, out, lo.cols);
-          break;
+        if (!wh) {  // dequantized for this step (gemm_f16_weights keeps copies instead)
+          __half* tile = gemm_w_.get<__half>();
+          if (w.packed) weights_to_f16(w.type, true, w.packed, w.packed_row_bytes, w.rows, w.cols, tile, stream_);
+          else weights_to_f16(w.type, false, w.data, w.row_bytes, w.rows, w.cols, tile, stream_);
+          wh = tile;
         }
-        // Dequantized for this step (gemm_f16_weights keeps copies instead), in slices of rows
-        // (gemm_slice_mib), each multiplied as soon as it is made.
-        __half* tile = gemm_w_.get<__half>();
-        const int64_t slice = gemm_slice_rows(w);
-        for (int64_t n0 = 0; n0 < w.rows; n0 += slice) {
-          const int64_t n = std::min(slice, w.rows - n0);
-          if (w.packed)
-            weights_to_f16(w.type, true, w.packed + n0 * w.packed_row_bytes, w.packed_row_bytes, n, w.cols, tile, stream_);
-          else weights_to_f16(w.type, false, w.data + n0 * w.row_bytes, w.row_bytes, n, w.cols, tile, stream_);
-          gemm_->f16(tile, xh, n, rows, w.cols, out + n0, lo.cols);
-        }
+        gemm_->f16(wh, xh, w.rows, rows, w.cols, out, lo.cols);
       } else if (w.packed) {
         // q, k and v (gate and up) read one input: it is quantized once for all of them.
         const Q8Buffer& x = quantize_for(lo.in[0].value, w.cols, rows);
