@@ -53,7 +53,10 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 }
 
 // Over the 4 lanes of a quad (the lanes holding one fragment row).
-__device__ __forceinline__ float quad_max(float v) { return fmaxf(v, fmaxf(shfl_xor(v, 1), shfl_xor(v, 2))); }
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, shfl_xor(v, 1));
+  return fmaxf(v, shfl_xor(v, 2));
+}
 __device__ __forceinline__ float quad_sum(float v) {
   v += shfl_xor(v, 1);
   return v + shfl_xor(v, 2);
