@@ -96,7 +96,8 @@ TEST(RopeKvStore, SameBitsAsRopeRopeAndStore) {
 
 // Every way attention writes its output: the decode kernel with one chunk a row (the table
 // bound within one chunk, and without scratch), with several chunks merged by the combine
-// kernel (2 and 16 chunks), and the prefill kernel (more than 8 rows).
+// kernel (2 and 16 chunks), the prefill kernel (more than 8 rows), and the tensor-core prompt
+// kernel (21 rows of one sequence: a whole 16-row tile and a partial one).
 TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
   std::mt19937_64 rng(fresh_seed());
   SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
@@ -118,20 +119,25 @@ TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
     std::vector<int32_t> pos;
     bool scratch;
     int chunks;  // expected: 1 = no scratch needed
+    bool tensor_cores = false;
   };
   const std::vector<int32_t> ten = {118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+  std::vector<int32_t> prompt(21);
+  std::iota(prompt.begin(), prompt.end(), 107);
   const Case cases[] = {{"one chunk: the bound within kMinChunk", 4, {40, 63}, true, 1},
                         {"one chunk: no scratch", 8, {120, 127}, false, 2},
                         {"two chunks merged", 8, {120, 127}, true, 2},
                         {"sixteen chunks merged", 64, {1000, 1023}, true, 16},
-                        {"prefill kernel", 8, ten, true, 1}};
+                        {"prefill kernel", 8, ten, true, 1},
+                        {"tensor-core prompt kernel", 8, prompt, true, 1, true}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
     const int64_t rows = int64_t(c.pos.size());
     const std::vector<int32_t> seq(c.pos.size(), 0);
     auto dq = DeviceBuffer::of(random_floats(rng, size_t(rows * width)));
     auto ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(c.pos);
-    const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), c.max_blocks};
+    const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), c.max_blocks, 1};
+    a.tensor_cores = c.tensor_cores;
     const size_t split = attention_scratch_floats(a, kv, st, rows);
     ASSERT_EQ(split, c.chunks > 1 ? size_t(rows * width / 64) * size_t(c.chunks) * 66 : 0u);
     DeviceBuffer scratch(std::max<size_t>(split, 1) * 4), out(size_t(rows * width) * 4), q8(size_t(rows * width)),
