@@ -2,7 +2,9 @@
 """End-to-end logits of the CUDA backend against the CPU reference backend on one model file.
 
 Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `--backend cuda`,
-once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays), once one
+once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays), once in
+steps of 32 (-b 32: graph replays whose attention is the tensor-core prompt kernel writing
+q8_1 codes, and whose matmuls are the int8 tensor-core ones), once one
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
 op-by-op path a program can still choose stays checked; the prefill again with the f32 attention
@@ -89,7 +91,8 @@ def main():
         unfused = program("unfused", "decode_fusion = false, programmatic_launch = false")
         f32_attention = program("f32attn", "attention_mma = false")
         prefill = None
-        runs = ((0, None, "prefill"), (5, None, "steps of 5"), (1, None, "decode"), (1, unfused, "decode unfused"),
+        runs = ((0, None, "prefill"), (5, None, "steps of 5"), (32, None, "steps of 32"), (1, None, "decode"),
+                (1, unfused, "decode unfused"),
                 (0, f32_attention, "prefill, attention_mma = false"))
         for batch, program_file, mode in runs:
             try:
