@@ -163,11 +163,12 @@ struct AttentionShape {
   // prompt) run attention_mma, on devices that have it (mma_device) and for head dims it has.
   bool tensor_cores = false;
 };
-// Steps of few rows (decode) run one block per (row, KV head, chunk) for all the query heads
-// of the group; with scratch of at least attention_scratch_floats() floats (nonzero for steps
-// of few rows over more than one chunk's positions), the chunks' partial results are merged
-// by a second kernel (flash-decoding); without it, one chunk per row. Steps of many rows
-// (prefill): one block per (row, head). The same function either way.
+// Steps of few rows (decode), and steps of one row for each sequence (st.n_seqs == rows), run
+// one block per (row, KV head, chunk) for all the query heads of the group; with scratch of at
+// least attention_scratch_floats() floats (nonzero for such steps over more than one chunk's
+// positions), the chunks' partial results are merged by a second kernel (flash-decoding);
+// without it, one chunk per row. A prompt of one sequence with a.tensor_cores: attention_mma.
+// Other steps of many rows: one block per (row, head). The same function either way.
 // With q8 and q8_ds set, the output is also written in q8_1 (as quantize_q8_1 of `out` would:
 // row r's codes at q8 + r * n_head * value_dim), for the output projection.
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
