@@ -137,11 +137,12 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
                                        "x up to 64 activation rows a warp; K split over blocks of {} warps)",
                                        mma_rows_, mma_split_warps_)
                          : std::string("no tensor-core matmuls (mma_rows = 0, or a device before sm_80)"));
-  explain_.push_back(attention_mma_ && mma_device()
-                         ? "a prompt's attention (more than 8 rows of one sequence): f16 tensor cores, 16 rows and one "
-                           "head a warp (attention_mma); other steps of more than 8 rows: a block a row and head, f32"
-                         : "steps of more than 8 rows: attention by a block a row and head, f32 (attention_mma off, or a "
-                           "device before sm_80)");
+  explain_.push_back(std::string("attention: steps of at most 8 rows, and batches of decodes (one row a sequence), by "
+                                 "KV group; ") +
+                     (attention_mma_ && mma_device()
+                          ? "a prompt (more than 8 rows of one sequence) on f16 tensor cores, 16 rows and one head a "
+                            "warp (attention_mma); other steps a block a row and head, f32"
+                          : "other steps a block a row and head, f32 (attention_mma off, or a device before sm_80)"));
   explain_.push_back(programmatic_ ? "kernels launched with programmatic dependent launch (each starts while the one "
                                      "before drains; weights prefetched to L2 before the wait)"
                                    : "kernels launched plainly (programmatic_launch off, or a device before sm_90)");
