@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/device_buffer.h"
@@ -53,11 +54,7 @@ struct AttentionCase {
     a.n_head = n_head, a.n_kv = n_kv, a.head_dim = hd, a.value_dim = hd, a.scale = 1.f / std::sqrt(float(hd));
     return a;
   }
-  const char* dims() const {
-    static thread_local char buf[32];
-    std::snprintf(buf, sizeof buf, "%d/%d/%d", n_head, n_kv, hd);
-    return buf;
-  }
+  std::string dims() const { return std::to_string(n_head) + "/" + std::to_string(n_kv) + "/" + std::to_string(hd); }
 };
 
 // Decode attention (one row at position `depth`, f16 paged KV in blocks of 32 positions, the
@@ -106,7 +103,7 @@ void bench_decode_attention(double copy_gbs) {
                 floats ? scratch.get<float>() : nullptr, floats, q8.get<int8_t>(), q8ds.get<float2>());
     });
     const double gbs = double(bytes) / (ms * 1e-3) / 1e9;
-    std::printf("| %-6s | %-12s | %5d | %-4d | %6d | %9.1f | %9.0f | %7.0f%% |\n", c.model, c.dims(), depth, 1, chunks,
+    std::printf("| %-6s | %-12s | %5d | %-4d | %6d | %9.1f | %9.0f | %7.0f%% |\n", c.model, c.dims().c_str(), depth, 1, chunks,
                 ms * 1e3, gbs, 100 * gbs / copy_gbs);
   }
   std::printf("\n");
@@ -147,7 +144,7 @@ void bench_prompt_attention() {
       ms[m] = time_ms(20, [&](int) { attention(a, kv, st, dq.get<float>(), out.get<float>(), rows, nullptr); });
     }
     const double flop = 4.0 * c.hd * c.n_head * (double(rows) * (rows + 1) / 2);
-    std::printf("| %-6s | %-12s | %5d | %12.1f | %12.1f | %9.1f | %8.1fx |\n", c.model, c.dims(), rows, ms[0] * 1e3,
+    std::printf("| %-6s | %-12s | %5d | %12.1f | %12.1f | %9.1f | %8.1fx |\n", c.model, c.dims().c_str(), rows, ms[0] * 1e3,
                 ms[1] * 1e3, flop / (ms[1] * 1e-3) / 1e12, ms[0] / ms[1]);
   }
   std::printf("\n");

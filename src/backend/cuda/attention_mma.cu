@@ -52,15 +52,7 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 #endif
 }
 
-// Over the 4 lanes of a quad (the lanes holding one fragment row).
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, shfl_xor(v, 1));
-  return fmaxf(v, shfl_xor(v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += shfl_xor(v, 1);
-  return v + shfl_xor(v, 2);
-}
+constexpr int kQuad = 4;  // the lanes holding one fragment row (warp.cuh's lanes_max / lanes_sum)
 __device__ __forceinline__ int warp_min_int(int v) {
 #pragma unroll
   for (int o = kWarpSize / 2; o > 0; o >>= 1) v = min(v, shfl_xor(v, o));
@@ -160,7 +152,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
           if (e < 2) xa = fmaxf(xa, x);
           else xb = fmaxf(xb, x);
         }
-      const float na = fmaxf(ma, quad_max(xa)), nb = fmaxf(mb, quad_max(xb));
+      const float na = fmaxf(ma, lanes_max<kQuad>(xa)), nb = fmaxf(mb, lanes_max<kQuad>(xb));
       // A row with nothing yet and nothing now keeps its zeros (no -inf - -inf).
       const float ca = na == -INFINITY ? 1.f : exp2f(ma - na), cb = nb == -INFINITY ? 1.f : exp2f(mb - nb);
       ma = na, mb = nb, la *= ca, lb *= cb;
@@ -187,7 +179,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
     rb.done = rb.done || inb;
   }
 
-  la = quad_sum(la), lb = quad_sum(lb);
+  la = lanes_sum<kQuad>(la), lb = lanes_sum<kQuad>(lb);
   const int64_t row_a = r0 + g, row_b = row_a + 8;
   float* oa = out + (row_a * a.n_head + h) * int64_t(HD) + 2 * t;
   float* ob = oa + 8 * int64_t(a.n_head) * HD;

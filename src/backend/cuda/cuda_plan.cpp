@@ -313,13 +313,13 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   host_ints_.assign(size_t(4 * T + n_seqs * max_blocks), 0);
   int32_t* h = host_ints_.data();
   int64_t kept = 0;
-  std::vector<bool> has_rows(size_t(n_seqs), false);
+  seq_seen_.assign(size_t(n_seqs), 0);
   int32_t row_seqs = 0;  // sequences among the rows
   for (int64_t t = 0; t < T; ++t) {
     const int32_t s = batch.seq(size_t(t));
     if (s >= n_seqs || batch.positions[t] / kv->block_size() >= int64_t(batch.block_tables.at(size_t(s)).size()))
       loom::fail("step row {}: sequence {} position {} is not covered by its block table", t, s, batch.positions[t]);
-    if (!has_rows[size_t(s)]) has_rows[size_t(s)] = true, ++row_seqs;
+    if (!seq_seen_[size_t(s)]) seq_seen_[size_t(s)] = 1, ++row_seqs;
     h[t] = batch.tokens[t];
     h[T + t] = batch.positions[t];
     h[2 * T + t] = s;

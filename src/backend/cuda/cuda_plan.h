@@ -192,6 +192,7 @@ class CudaPlan final : public Plan {
   std::vector<int> live_at_drop_;     // values gathered to the kept rows after the last attention
   int drop_step_ = -1;                // the step of the last attention (-1: none)
   std::vector<int32_t> host_ints_;
+  std::vector<uint8_t> seq_seen_;     // submit(): which sequences the step's rows belong to
   std::vector<KvLayerShape> layers_;
   std::vector<std::string> explain_;
   int64_t vocab_ = 0;

@@ -42,6 +42,16 @@ __device__ __forceinline__ float lanes_sum(float v) {
   return v;
 }
 
+// The maximum over each aligned group of kLanes lanes, every lane of the group getting it (as
+// lanes_sum).
+template <int kLanes>
+__device__ __forceinline__ float lanes_max(float v) {
+  static_assert(kLanes > 0 && kLanes <= kWarpSize && (kLanes & (kLanes - 1)) == 0, "lanes_max: a power of two");
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) v = fmaxf(v, shfl_xor(v, o));
+  return v;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = kWarpSize / 2; o > 0; o >>= 1) v = fmaxf(v, shfl_xor(v, o));
