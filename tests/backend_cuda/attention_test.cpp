@@ -122,11 +122,13 @@ double f16_bound(const AttentionShape& a, const Pool& pool, const std::vector<fl
   return (std::expm1(2 * eps) + std::ldexp(1.0, -11) + (pos - lo + 1) * std::ldexp(1.0, -25)) * vmax;
 }
 
-enum class Kernel { attention, mma };
+enum class Kernel { attention, mma, tiled };
 
 // Runs attention on the step (rows seq[r] at pos[r]); with_scratch: the scratch the plan would
 // size (attention_scratch_floats), else none; Kernel::mma: attention_mma itself, whatever the
-// step. The tables count the step's sequences as the plan does. Output poisoned first.
+// step; Kernel::tiled: attention() with the host's tiles in the tables (attention_tiles) and as
+// many slots as rows, as a captured step of the plan launches. The tables count the step's
+// sequences as the plan does. Output poisoned first.
 std::vector<float> run(const AttentionShape& a, Pool& pool, const std::vector<float>& q, const std::vector<int32_t>& seq,
                        const std::vector<int32_t>& pos, bool with_scratch, size_t* scratch_floats = nullptr,
                        Kernel kernel = Kernel::attention) {
@@ -135,7 +137,11 @@ std::vector<float> run(const AttentionShape& a, Pool& pool, const std::vector<fl
   std::vector<int32_t> distinct = seq;
   std::sort(distinct.begin(), distinct.end());
   const auto n_seqs = int32_t(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
-  const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), pool.dt.get<int32_t>(), pool.max_blocks, n_seqs};
+  std::vector<int32_t> tiles(seq.size(), 0);
+  attention_tiles(seq.data(), rows, tiles.data());
+  auto dtiles = DeviceBuffer::of(tiles);
+  StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), pool.dt.get<int32_t>(), pool.max_blocks, n_seqs};
+  if (kernel == Kernel::tiled) st.tiles = dtiles.get<int32_t>(), st.tile_slots = int32_t(rows);
   const size_t floats = with_scratch ? attention_scratch_floats(a, pool.view(), st, rows) : 0;
   if (scratch_floats) *scratch_floats = floats;
   DeviceBuffer scratch(std::max<size_t>(floats, 1) * sizeof(float)), out(size_t(rows * a.n_head * a.value_dim) * sizeof(float));
@@ -277,6 +283,48 @@ TEST(Attention, TensorCoreKernelAgainstDoubleReference) {
       const auto out = run(a, pool, q, seq, pos, false, nullptr, Kernel::mma);
       expect_reference(a, pool, q, seq, pos, out, true);
       expect_reference(a, pool, q, seq, pos, run(a, pool, q, seq, pos, true));  // two sequences: the f32 kernel
+    }
+}
+
+// The host's tiles (attention_tiles): runs of one sequence cut at 16 rows, whatever the order.
+TEST(Attention, TilesAreRunsOfOneSequenceOfAtMostSixteenRows) {
+  const std::vector<int32_t> seq = {3, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 3};
+  std::vector<int32_t> tiles(seq.size(), -1);
+  const int64_t n = attention_tiles(seq.data(), int64_t(seq.size()), tiles.data());
+  const std::vector<int32_t> want = {0 << 5 | 2, 2 << 5 | 1, 3 << 5 | 16, 19 << 5 | 2, 21 << 5 | 1, 22 << 5 | 1};
+  ASSERT_EQ(n, int64_t(want.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(tiles[i], want[i]) << "tile " << i << ": first row " << (tiles[i] >> 5) << ", " << (tiles[i] & 31) << " rows";
+}
+
+// A step the server makes: decode rows of sequences at depths up to 1,100 beside two prompts
+// (of 37 and 21 rows, not multiples of 16), the rows of one prompt split around the decodes,
+// through attention() with the host's tiles: the tensor-core kernel, a warp a tile, against the
+// reference with the f16 bound; slots past the tiles launch and write nothing (the output's
+// poison would show); the same bits twice; and the f32 kernel with tensor_cores off.
+TEST(Attention, TensorCoreKernelOnTheHostsTilesOfAMixedStep) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  const std::vector<int32_t> lens = {151, 1100, 21, 300, 2, 77};
+  for (int hd : {64, 128})
+    for (int variant = 0; variant < 2; ++variant) {
+      Pool pool = make_pool(rng, lens, 16, 2 * hd);
+      AttentionShape a = shape(8, 2, hd, variant ? 40 : 0, variant ? 20.f : 0.f);
+      a.tensor_cores = true;
+      SCOPED_TRACE(::testing::Message() << "hd " << hd << " variant " << variant);
+      std::vector<int32_t> seq, pos;
+      for (int i = 0; i < 20; ++i) seq.push_back(0), pos.push_back(151 - 37 + i);  // prompt 0, first part
+      for (int32_t s : {1, 3, 4, 5}) seq.push_back(s), pos.push_back(lens[size_t(s)] - 1);  // decodes
+      for (int i = 20; i < 37; ++i) seq.push_back(0), pos.push_back(151 - 37 + i);  // prompt 0, the rest
+      for (int i = 0; i < 21; ++i) seq.push_back(2), pos.push_back(i);               // prompt 2, whole
+      const auto q = random_floats(rng, seq.size() * size_t(a.n_head * hd));
+      const auto out = run(a, pool, q, seq, pos, true, nullptr, Kernel::tiled);
+      expect_reference(a, pool, q, seq, pos, out, true);
+      const auto again = run(a, pool, q, seq, pos, true, nullptr, Kernel::tiled);
+      ASSERT_EQ(std::memcmp(out.data(), again.data(), out.size() * sizeof(float)), 0) << "not the same bits twice";
+      AttentionShape f32 = a;
+      f32.tensor_cores = false;
+      expect_reference(f32, pool, q, seq, pos, run(f32, pool, q, seq, pos, true, nullptr, Kernel::tiled));
     }
 }
 

@@ -194,7 +194,7 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
     decode_attention(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
     return;
   }
-  if (a.tensor_cores && st.n_seqs == 1 && has_attention_mma(hd) && mma_device()) {
+  if (a.tensor_cores && (st.n_seqs == 1 || st.tiles) && has_attention_mma(hd) && mma_device()) {
     attention_mma(a, kv, st, q, out, rows, s, q8, q8_ds);
     return;
   }

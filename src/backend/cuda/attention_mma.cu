@@ -1,7 +1,7 @@
 // Prompt attention on tensor cores (version 9 of docs/cuda-kernels.md). The scalar kernel of
 // attention.cu gives each (row, query head) a block whose warps take one position at a time,
 // with a shuffle tree per score: ~25 instructions a position a warp, for every row. Here a
-// warp takes 16 consecutive rows of the step and one query head (the A operand of
+// warp takes a tile of up to 16 rows of the step and one query head (the A operand of
 // mma.m16n8k16), and 16 positions a pass:
 //   - scores S = Q K^T: the queries converted to f16 once (the A fragments stay in registers),
 //     each lane loading its B fragments (two halves of one key) straight from the paged pool,
@@ -11,10 +11,12 @@
 //   - O += P V with P converted to f16 from the score registers (the C layout of two n8 tiles
 //     is the A layout of one k16 tile), V's B fragments gathered as half pairs of two keys,
 //     head_dim / 8 MMAs a pass; O stays in f32 registers.
-// Rows of a tile that belong to several sequences are taken one sequence at a time (the other
-// rows masked), so any step is computed correctly; attention() sends only steps of one
-// sequence here, where a tile has one. Consecutive warps of a block take consecutive query
-// heads of the same rows, so a GQA group's keys and values are read from L1 after the first.
+// The tiles are the host's (StepTables::tiles: each run of one sequence's rows cut into tiles
+// of at most 16, so that decode rows beside a prompt take a warp each rather than queueing in
+// one) or, without them, 16 consecutive rows. A tile of rows of several sequences takes them one
+// sequence at a time (the other rows masked), so any tiling is computed correctly. Consecutive
+// warps of a block take consecutive query heads of the same tile, so a GQA group's keys and
+// values are read from L1 after the first.
 // The MMA is inline PTX for sm_80+; other devices (and a HIP port) keep the scalar kernel
 // (attention() asks mma_device()).
 #include <cuda_fp16.h>
@@ -68,8 +70,8 @@ __device__ __forceinline__ int warp_max_int(int v) {
 struct Row {
   int seq = -1, pos = -1, lo = 0;
   bool done = true;
-  __device__ void load(const AttentionShape& a, const StepTables& st, int64_t r, int64_t rows) {
-    if (r >= rows) return;
+  __device__ void load(const AttentionShape& a, const StepTables& st, int64_t r, int64_t end) {
+    if (r >= end) return;
     seq = st.seq_of_row[r], pos = st.pos_of_row[r], done = false;
     lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
   }
@@ -85,13 +87,19 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
   wait_previous_kernel();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t task = int64_t(blockIdx.x) * kWarps + warp;
-  if (task >= (rows + kTile - 1) / kTile * a.n_head) return;  // no block-wide barrier below
+  const int64_t tiles = st.tiles ? st.tile_slots : (rows + kTile - 1) / kTile;
+  if (task >= tiles * a.n_head) return;  // no block-wide barrier below
   const int h = int(task % a.n_head), kvh = h / (a.n_head / a.n_kv);
-  const int64_t r0 = task / a.n_head * kTile;
+  const int64_t tile = task / a.n_head;
+  // The tile's rows [r0, end): the host's tile, or 16 consecutive rows.
+  const int32_t entry = st.tiles ? st.tiles[tile] : 0;
+  const int64_t r0 = st.tiles ? int64_t(entry >> 5) : tile * kTile;
+  const int64_t end = st.tiles ? r0 + (entry & 31) : min(r0 + kTile, rows);
+  if (end <= r0) return;  // a slot past the step's tiles
   const int g = lane / 4, t = lane % 4;
   Row ra, rb;
-  ra.load(a, st, r0 + g, rows);
-  rb.load(a, st, r0 + g + 8, rows);
+  ra.load(a, st, r0 + g, end);
+  rb.load(a, st, r0 + g + 8, end);
 
   uint32_t qf[KT][4];
   {
@@ -185,15 +193,15 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
   float* ob = oa + 8 * int64_t(a.n_head) * HD;
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    if (row_a < rows) *reinterpret_cast<float2*>(oa + 8 * n) = make_float2(o[n][0] / la, o[n][1] / la);
-    if (row_b < rows) *reinterpret_cast<float2*>(ob + 8 * n) = make_float2(o[n][2] / lb, o[n][3] / lb);
+    if (row_a < end) *reinterpret_cast<float2*>(oa + 8 * n) = make_float2(o[n][0] / la, o[n][1] / la);
+    if (row_b < end) *reinterpret_cast<float2*>(ob + 8 * n) = make_float2(o[n][2] / lb, o[n][3] / lb);
   }
   if (!q8) return;
   // The output's q8_1 codes, a 32-element block at a time across the warp (as quantize_q8_1 of
   // `out` would), from what the warp has just written.
   __syncwarp();
-  for (int i = 0; i < kTile && r0 + i < rows; ++i) {
-    const int64_t e0 = ((r0 + i) * a.n_head + h) * int64_t(HD);
+  for (int64_t r = r0; r < end; ++r) {
+    const int64_t e0 = (r * a.n_head + h) * int64_t(HD);
 #pragma unroll
     for (int c = 0; c < HD; c += kQ8Block)
       quantize_q8_1_block(out[e0 + c + lane], q8 + e0 + c + lane, q8_ds + (e0 + c) / kQ8Block, lane);
@@ -201,6 +209,17 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
 }
 
 }  // namespace
+
+int64_t attention_tiles(const int32_t* seq_of_row, int64_t rows, int32_t* tiles) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < rows;) {
+    int64_t e = r + 1;
+    while (e < rows && e - r < kTile && seq_of_row[e] == seq_of_row[r]) ++e;
+    tiles[n++] = int32_t(r << 5 | (e - r));
+    r = e;
+  }
+  return n;
+}
 
 bool has_attention_mma(int head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256;
@@ -213,7 +232,8 @@ void attention_mma(const AttentionShape& a, const KvView& kv, const StepTables& 
     cuda_invalid("attention_mma: head_dim must equal value_dim and be 32, 64, 96, 128 or 256");
   if (!mma_device()) cuda_invalid("attention_mma: the device has no f16 MMA (sm_80 or later)");
   if (rows <= 0) return;
-  const int64_t warps = (rows + kTile - 1) / kTile * a.n_head;
+  const int64_t warps = (st.tiles ? st.tile_slots : (rows + kTile - 1) / kTile) * a.n_head;
+  if (warps <= 0) return;
   const dim3 grid(unsigned((warps + kWarps - 1) / kWarps)), block(kWarps * kWarpSize);
   switch (a.head_dim) {
     case 32: launch(attention_mma_kernel<32>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;

@@ -140,8 +140,8 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   explain_.push_back(std::string("attention: steps of at most 8 rows, and batches of decodes (one row a sequence), by "
                                  "KV group; ") +
                      (attention_mma_ && mma_device()
-                          ? "a prompt (more than 8 rows of one sequence) on f16 tensor cores, 16 rows and one head a "
-                            "warp (attention_mma); other steps a block a row and head, f32"
+                          ? "other steps (prompts, and decodes beside them) on f16 tensor cores, a tile of up to 16 "
+                            "rows of one sequence and one head a warp (attention_mma)"
                           : "other steps a block a row and head, f32 (attention_mma off, or a device before sm_80)"));
   explain_.push_back(programmatic_ ? "kernels launched with programmatic dependent launch (each starts while the one "
                                      "before drains; weights prefetched to L2 before the wait)"
@@ -303,14 +303,15 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   if (!kv) loom::fail("the CUDA plan needs KV storage from its own allocate_kv");
   const int64_t T = int64_t(batch.size());
   grow(T);
-  // One upload: tokens, positions, sequences, kept rows, then the flattened block tables.
+  // One upload: tokens, positions, sequences, kept rows, attention tiles, then the flattened
+  // block tables.
   // The table width is rounded up to a power of two so that a decode step's graph is
   // re-captured only when the context doubles (the padding entries are never read).
   int64_t max_blocks = 4;
   for (const auto& t : batch.block_tables)
     while (max_blocks < int64_t(t.size())) max_blocks *= 2;
   const int64_t n_seqs = std::max<int64_t>(1, int64_t(batch.block_tables.size()));
-  host_ints_.assign(size_t(4 * T + n_seqs * max_blocks), 0);
+  host_ints_.assign(size_t(5 * T + n_seqs * max_blocks), 0);
   int32_t* h = host_ints_.data();
   int64_t kept = 0;
   seq_seen_.assign(size_t(n_seqs), 0);
@@ -325,11 +326,15 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
     h[2 * T + t] = s;
     if (batch.wants(size_t(t))) h[3 * T + kept++] = int32_t(t);
   }
+  // The prompt attention's tiles (runs of one sequence). A step replayed from a graph launches
+  // for the bound, T tiles (the rest 0 rows), unless its rows are one sequence's (a fixed count).
+  const int64_t n_tiles = attention_tiles(h + 2 * T, T, h + 4 * T);
+  const bool bound = T <= graph_rows_ && row_seqs != 1;
   for (int64_t s = 0; s < int64_t(batch.block_tables.size()); ++s)
     for (size_t i = 0; i < batch.block_tables[s].size(); ++i) {
       const int32_t b = batch.block_tables[s][i];
       if (b < 0 || b >= kv->n_blocks()) loom::fail("block table of sequence {}: block {} outside the pool", s, b);
-      h[4 * T + s * max_blocks + int64_t(i)] = b;
+      h[5 * T + s * max_blocks + int64_t(i)] = b;
     }
   if (step_ints_.bytes() < host_ints_.size() * 4) {
     drop_graphs();  // they read the old buffer
@@ -338,7 +343,8 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   LOOM_CUDA_CHECK(cudaMemcpyAsync(step_ints_.get(), h, host_ints_.size() * 4, cudaMemcpyHostToDevice, stream_));
   times_.mark(0);
   const int32_t* d = step_ints_.get<int32_t>();
-  const StepTables tables{d + 2 * T, d + T, d + 4 * T, int32_t(max_blocks), row_seqs};
+  const StepTables tables{d + 2 * T, d + T, d + 5 * T, int32_t(max_blocks), row_seqs, d + 4 * T,
+                          int32_t(bound ? T : n_tiles)};
   // Scratch of the split decode attention, sized here: a captured step cannot allocate.
   size_t attn_floats = 0;
   for (const auto& lo : low_.ops)
@@ -442,9 +448,9 @@ class CudaBackend final : public Backend {
          "decode-kernel matmuls of at least this many rows run on tensor cores (int8 MMA, 16 weight rows by up to 64 "
          "activation rows a warp, weights read once per 64 rows); fewer take the warp-per-row kernel (0: never)"},
         {"", "attention_mma", ScheduleKey::Type::boolean, 0, 0, {}, true,
-         "a prompt's attention (a step of more than 8 rows of one sequence) runs on f16 tensor cores: 16 rows a warp, "
-         "queries and probabilities rounded to f16, f32 sums and softmax (false: the f32 kernel, a block a row and "
-         "head)"},
+         "the attention of steps of more than 8 rows that are not a batch of decodes (prompts, with any decodes beside "
+         "them) runs on f16 tensor cores: up to 16 rows of one sequence a warp, queries and probabilities rounded to "
+         "f16, f32 sums and softmax (false: the f32 kernel, a block a row and head)"},
         // On since its first measurement: 8B shape, H200, B = 8 / 32 / 64 +37 / +18 / +8% (docs/cuda-kernels.md, 4c).
         {"", "mma_wide_split", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "tensor-core store launches that split K over a block's warps use blocks of 8 warps (two an SM, 128 "

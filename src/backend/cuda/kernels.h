@@ -132,7 +132,16 @@ struct StepTables {
   // How many sequences the step's rows belong to, counted by the host (0: not counted). A
   // kernel's choice, never its correctness, depends on it (attention: one sequence's prompt).
   int32_t n_seqs = 0;
+  // The tensor-core attention's row tiles, made by the host (attention_tiles): runs of rows of
+  // one sequence cut into tiles of at most 16 rows, entry = first row << 5 | rows; tile_slots
+  // entries, those past the step's tiles 0 (a captured step launches for a bound). None: tiles
+  // of 16 consecutive rows.
+  const int32_t* tiles = nullptr;
+  int32_t tile_slots = 0;
 };
+// The tiles of StepTables::tiles for rows of these sequences (at most `rows` entries); returns
+// how many.
+int64_t attention_tiles(const int32_t* seq_of_row, int64_t rows, int32_t* tiles);
 void kv_store(const KvView& kv, const StepTables& st, const float* k, const float* v, int64_t rows, cudaStream_t s);
 
 // rope of the queries into q_out, and rope of the keys plus kv_store of keys and values, in one
@@ -159,16 +168,17 @@ struct RopeKvOut {
 struct AttentionShape {
   int n_head = 0, n_kv = 0, head_dim = 0, value_dim = 0, window = 0;
   float scale = 1, softcap = 0;
-  // The schedule's choice (key attention_mma): steps of more than 8 rows of one sequence (a
-  // prompt) run attention_mma, on devices that have it (mma_device) and for head dims it has.
+  // The schedule's choice (key attention_mma): steps of more than 8 rows that are not a batch
+  // of decodes run attention_mma, on devices that have it (mma_device) and for head dims it has,
+  // when they are of one sequence or the tables carry the host's tiles (StepTables::tiles).
   bool tensor_cores = false;
 };
 // Steps of few rows (decode), and steps of one row for each sequence (st.n_seqs == rows), run
 // one block per (row, KV head, chunk) for all the query heads of the group; with scratch of at
 // least attention_scratch_floats() floats (nonzero for such steps over more than one chunk's
 // positions), the chunks' partial results are merged by a second kernel (flash-decoding);
-// without it, one chunk per row. A prompt of one sequence with a.tensor_cores: attention_mma.
-// Other steps of many rows: one block per (row, head). The same function either way.
+// without it, one chunk per row. Other steps with a.tensor_cores: attention_mma when the step
+// is one sequence's or the tables carry tiles; else one block per (row, head). The same function either way.
 // With q8 and q8_ds set, the output is also written in q8_1 (as quantize_q8_1 of `out` would:
 // row r's codes at q8 + r * n_head * value_dim), for the output projection.
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
@@ -177,8 +187,8 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
 size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows);
 // The tensor-core kernel attention() picks for a prompt (attention_mma.cu): a warp takes 16
 // rows and one query head, queries and probabilities in f16 on MMAs with f32 sums, the softmax
-// in f32. Any step (tests call it directly): a 16-row tile of rows of several sequences takes
-// them one sequence at a time. head_dim 32, 64, 96, 128 or 256; sm_80+ (mma_device).
+// in f32. Any step (tests call it directly): tiles of the host's (StepTables::tiles), else of
+// 16 consecutive rows; a tile of rows of several sequences takes them one sequence at a time. head_dim 32, 64, 96, 128 or 256; sm_80+ (mma_device).
 void attention_mma(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
                    int64_t rows, cudaStream_t s, int8_t* q8 = nullptr, float2* q8_ds = nullptr);
 bool has_attention_mma(int head_dim);
