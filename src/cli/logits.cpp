@@ -46,6 +46,7 @@ struct LogitsArgs {
   std::string dump_dir;
   int threads = 0;
   int batch = 0;
+  int sequences = 1;
 };
 
 void run_logits(const LogitsArgs& a) {
@@ -64,8 +65,9 @@ void run_logits(const LogitsArgs& a) {
   ro.kv_elem = backend::parse_kv_elem(a.kv_type);
   ro.n_ctx = int32_t(ids.size());
   if (a.batch > 0) ro.n_batch = a.batch;
+  if (a.sequences > 1) ro.max_seqs = a.sequences;  // a pool for every part
   auto engine = bundle.open_engine(ro);
-  const auto logits = engine->evaluate(ids);
+  const auto logits = a.sequences > 1 ? engine->evaluate_side_by_side(ids, a.sequences) : engine->evaluate(ids);
   FILE* f = std::fopen(a.out.c_str(), "wb");
   if (!f) loom::fail("cannot write {}", a.out);
   const size_t n = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
@@ -82,6 +84,10 @@ const RegisterVerb reg("logits", [](CLI::App& root) {
   cmd->add_option("--tokens", a->tokens, "file of token ids")->required();
   cmd->add_option("-b,--batch", a->batch, "tokens per forward pass (0: the default); 1 runs one decode step per token")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--sequences", a->sequences,
+                  "cut the tokens into this many parts, each a fresh sequence, whose rows share steps as a server's "
+                  "do (one row of the first part, a chunk of each other a step); rows in the file's order")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--out", a->out, "output file")->required();
   cmd->add_option("-t,--threads", a->threads, "threads (0: all)");
   add_backend_option(*cmd, a->backend);

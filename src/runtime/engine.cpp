@@ -454,6 +454,61 @@ std::vector<float> Engine::evaluate(std::span<const int32_t> tokens, size_t firs
   return d.feed(tokens, first_row);
 }
 
+std::vector<float> Engine::evaluate_side_by_side(std::span<const int32_t> tokens, int32_t n_seqs) {
+  const size_t n = tokens.size(), V = size_t(vocab_);
+  if (n_seqs < 1 || size_t(n_seqs) > n) loom::fail("{} sequences side by side need at least as many tokens, not {}", n_seqs, n);
+  std::vector<size_t> begin(size_t(n_seqs) + 1);
+  for (size_t k = 0; k <= size_t(n_seqs); ++k) begin[k] = n * k / size_t(n_seqs);
+  for (const int32_t t : tokens)
+    if (t < 0 || t >= vocab_) loom::fail("token id {} is outside the vocabulary of {}", t, vocab_);
+  int32_t need = 0;
+  for (size_t k = 0; k < size_t(n_seqs); ++k) {
+    if (int64_t(begin[k + 1] - begin[k]) > opts_.n_ctx)
+      loom::fail("context length exceeded: a part of {} tokens > context {}", begin[k + 1] - begin[k], opts_.n_ctx);
+    need += blocks_for(int32_t(begin[k + 1] - begin[k]));
+  }
+  if (!alloc_.reserve(need))
+    loom::fail("KV pool full: {} blocks needed, {} available ({} in use by requests)", need, alloc_.available(),
+               alloc_.in_use());
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
+  struct Release {  // the blocks (and any reservation not yet taken) go back however the steps end
+    Engine& e;
+    std::vector<std::vector<int32_t>>& tables;
+    int32_t& reserved;
+    ~Release() {
+      if (reserved > 0) e.alloc_.unreserve(reserved);
+      for (auto& t : tables)
+        for (const int32_t b : t) e.alloc_.release(b);
+    }
+  } release{*this, tables, need};
+  for (size_t k = 0; k < size_t(n_seqs); ++k) grow(tables[k], need, int32_t(begin[k + 1] - begin[k]));
+  const size_t wide = n_seqs == 1 ? size_t(opts_.n_batch) : std::max<size_t>(1, size_t(opts_.n_batch - 1) / size_t(n_seqs - 1));
+  std::vector<size_t> done(size_t(n_seqs), 0), origin;
+  std::vector<float> out(n * V), rows;
+  for (;;) {
+    backend::StepBatch b;
+    origin.clear();
+    for (size_t k = 0; k < size_t(n_seqs); ++k) {
+      const size_t take = std::min(k == 0 && n_seqs > 1 ? size_t(1) : wide, begin[k + 1] - begin[k] - done[k]);
+      for (size_t j = 0; j < take; ++j) {
+        b.tokens.push_back(tokens[begin[k] + done[k] + j]);
+        b.positions.push_back(int32_t(done[k] + j));
+        b.seq_ids.push_back(int32_t(k));
+        b.want_logits.push_back(1);
+        origin.push_back(begin[k] + done[k] + j);
+      }
+      done[k] += take;
+      b.block_tables.push_back(tables[k]);
+    }
+    if (b.tokens.empty()) break;
+    rows.resize(b.size() * V);
+    plan_->run(b, *kv_, rows.data());
+    for (size_t i = 0; i < origin.size(); ++i) std::copy_n(rows.data() + i * V, V, out.data() + origin[i] * V);
+    evaluated_ += int64_t(b.size());
+  }
+  return out;
+}
+
 DirectSequence::~DirectSequence() {
   reset();
   --e_.direct_open_;

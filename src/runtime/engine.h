@@ -87,6 +87,12 @@ class Engine {
   // Logits of every position of `tokens` (rows [first_row, n)), evaluated as a fresh sequence
   // outside the scheduler: the perplexity, logits and benchmark path.
   std::vector<float> evaluate(std::span<const int32_t> tokens, size_t first_row = 0);
+  // Logits of every position of `tokens` cut into n_seqs consecutive parts, each a fresh
+  // sequence, their rows sharing steps as a server's do: each step takes one row of part 0 (a
+  // decode beside the others) and up to (n_batch - 1) / (n_seqs - 1) rows of each other part (a
+  // prompt's chunk). Rows come back in the order of `tokens`. What the backends' multi-sequence
+  // steps are checked with (loom logits --sequences).
+  std::vector<float> evaluate_side_by_side(std::span<const int32_t> tokens, int32_t n_seqs);
 
  private:
   friend class DirectSequence;

@@ -32,8 +32,10 @@ sys.path.append(str(pathlib.Path(__file__).resolve().parents[1] / "python"))
 from logit_stats import kl_rows  # noqa: E402
 
 
-def logits(loom, model, tokens_file, backend, batch, out, program=None, kv_type=None):
+def logits(loom, model, tokens_file, backend, batch, out, program=None, kv_type=None, sequences=1):
     cmd = [loom, "logits", "-m", program or model, "--tokens", tokens_file, "--backend", backend, "--out", out]
+    if sequences > 1:
+        cmd += ["--sequences", str(sequences)]
     if kv_type:
         cmd += ["--kv-type", kv_type]
     if program:
@@ -108,6 +110,22 @@ def main():
             r["pass"] = r["finite"] and r["mean_kl"] <= 0.01
             ok &= r["pass"]
             print(json.dumps(r))
+        # Rows of three sequences sharing steps as a server's do (each step a decode row of the
+        # first beside chunks of up to 19 rows of the other two: the attention's tiles of runs of
+        # one sequence, a step of 39 rows launched plainly and one of 27 from a graph), against the
+        # reference run the same way (each part a fresh sequence; the reference's parts give the
+        # bits they give alone).
+        mode = "3 sequences side by side, steps of 40"
+        try:
+            ref3 = logits(a.loom, a.model, tf, "cpu-ref", 40, f"{d}/ref3.f32", sequences=3)
+            r = compare(ref3, logits(a.loom, a.model, tf, "cuda", 40, f"{d}/cuda3.f32", sequences=3), a.tokens)
+            r.update(model=a.model, mode=mode, tokens=a.tokens)
+            r["pass"] = r["finite"] and r["mean_kl"] <= 0.01
+            print(json.dumps(r))
+        except RuntimeError as e:
+            r = {"model": a.model, "mode": mode, "error": str(e), "pass": False}
+            print(json.dumps(r))
+        ok &= r["pass"]
         # f16 copies of the weights made at compile (schedule key gemm_f16_weights) feed the
         # prefill GEMM the values its per-step dequantization makes: the same logits, bit for bit.
         f16w = program("f16w", "gemm_f16_weights = true")

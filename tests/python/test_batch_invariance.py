@@ -32,3 +32,39 @@ def test_logits_same_bits_for_every_step_size(request, which, loom_bin, tmp_path
         assert diff.size == 0, (f"{pathlib.Path(model).name}: -b {batch} differs from -b 1 at {len(diff)} logits, "
                                 f"first at position {diff[0][0]} logit {diff[0][1]}: {alone[tuple(diff[0])]!r} vs "
                                 f"{got[tuple(diff[0])]!r} (max |d| {np.abs(alone - got).max():g})")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cpu-ref"])
+def test_sequences_side_by_side_give_the_bits_of_each_alone(backend, smollm2, loom_bin, tmp_path):
+    """`loom logits --sequences 3`: the tokens cut into three fresh sequences whose rows share
+    steps (a decode row of the first beside chunks of the others, as a server's steps mix them);
+    each part's logits are those of the part run alone, bit for bit (what the CUDA end-to-end
+    check compares against the reference on the device)."""
+    tokens_file = tmp_path / "tokens.txt"
+    tokens_file.write_text(" ".join(map(str, TOKENS)))
+    out = tmp_path / "side.f32"
+    subprocess.run([str(loom_bin), "logits", "-m", str(smollm2), "--tokens", str(tokens_file), "--sequences", "3",
+                    "-b", "9", "--backend", backend, "-t", "2", "--out", str(out)], check=True, capture_output=True,
+                   timeout=300)
+    side = np.fromfile(out, dtype=np.float32).reshape(len(TOKENS), -1)
+    bounds = [len(TOKENS) * k // 3 for k in range(4)]  # the parts: [0, 6), [6, 13), [13, 20)
+    for k in range(3):
+        part = TOKENS[bounds[k]:bounds[k + 1]]
+        part_file = tmp_path / f"part{k}.txt"
+        part_file.write_text(" ".join(map(str, part)))
+        alone_out = tmp_path / f"part{k}.f32"
+        subprocess.run([str(loom_bin), "logits", "-m", str(smollm2), "--tokens", str(part_file), "--backend", backend,
+                        "-t", "2", "--out", str(alone_out)], check=True, capture_output=True, timeout=300)
+        alone = np.fromfile(alone_out, dtype=np.float32).reshape(len(part), -1)
+        got = side[bounds[k]:bounds[k + 1]]
+        diff = np.argwhere(alone.view(np.uint32) != got.view(np.uint32))
+        assert diff.size == 0, (f"{backend}, part {k}: differs from the part alone at {len(diff)} logits, first at "
+                                f"row {diff[0][0]} (max |d| {np.abs(alone - got).max():g})")
+
+
+def test_sequences_refused_when_fewer_tokens_than_parts(smollm2, loom_bin, tmp_path):
+    tokens_file = tmp_path / "tokens.txt"
+    tokens_file.write_text("1 2")
+    r = subprocess.run([str(loom_bin), "logits", "-m", str(smollm2), "--tokens", str(tokens_file), "--sequences", "3",
+                        "--out", str(tmp_path / "x.f32")], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "3 sequences side by side need at least as many tokens, not 2" in r.stderr, r.stderr
