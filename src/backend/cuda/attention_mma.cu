@@ -130,19 +130,44 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
     const bool ina = !ra.done && ra.seq == s, inb = !rb.done && rb.seq == s;
     const int jlo = warp_min_int(min(ina ? ra.lo : INT_MAX, inb ? rb.lo : INT_MAX));
     const int jhi = warp_max_int(max(ina ? ra.pos : -1, inb ? rb.pos : -1));
-    for (int j0 = jlo; j0 <= jhi; j0 += kKeys) {
-      // Positions past jhi (the pass's last) read jhi's row and are masked.
+    // This lane's key words of a pass (rows j0 + g and j0 + 8 + g; positions past jhi, the
+    // pass's last, read jhi's row and are masked) and its value halves (positions j0 + 2t, + 1,
+    // + 8, + 9 at element g of each n tile).
+    auto load_k = [&](int j0, uint32_t (&kw)[2][KT][2]) {
       const __half* k0 = kv.k + kv_row(st, s, min(j0 + g, jhi), kv.block_size) * kv.k_width + koff + 2 * t;
       const __half* k1 = kv.k + kv_row(st, s, min(j0 + 8 + g, jhi), kv.block_size) * kv.k_width + koff + 2 * t;
-      const __half* v0 = kv.v + kv_row(st, s, min(j0 + 2 * t, jhi), kv.block_size) * kv.v_width + koff + g;
-      const __half* v1 = kv.v + kv_row(st, s, min(j0 + 2 * t + 1, jhi), kv.block_size) * kv.v_width + koff + g;
-      const __half* v2 = kv.v + kv_row(st, s, min(j0 + 2 * t + 8, jhi), kv.block_size) * kv.v_width + koff + g;
-      const __half* v3 = kv.v + kv_row(st, s, min(j0 + 2 * t + 9, jhi), kv.block_size) * kv.v_width + koff + g;
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt) {
+        kw[0][kt][0] = bits32(k0 + kt * 16), kw[0][kt][1] = bits32(k0 + kt * 16 + 8);
+        kw[1][kt][0] = bits32(k1 + kt * 16), kw[1][kt][1] = bits32(k1 + kt * 16 + 8);
+      }
+    };
+    auto v_row = [&](int j) { return kv.v + kv_row(st, s, min(j, jhi), kv.block_size) * kv.v_width + koff + g; };
+    auto v_words = [](const __half* v0, const __half* v1, int n) {
+      return half2_bits(__halves2half2(v0[8 * n], v1[8 * n]));
+    };
+    // Head sizes up to 128 keep the next pass's keys in flight during this pass's arithmetic
+    // and load this pass's values before its scores (a pass is a chain of dependent loads,
+    // MMAs and shuffles, and a prompt step runs few warps an SM); 256 has no registers for them.
+    constexpr bool kAhead = HD <= 128;
+    uint32_t kw[2][KT][2];
+    if constexpr (kAhead) load_k(jlo, kw);
+    for (int j0 = jlo; j0 <= jhi; j0 += kKeys) {
+      const __half *v0 = v_row(j0 + 2 * t), *v1 = v_row(j0 + 2 * t + 1), *v2 = v_row(j0 + 2 * t + 8),
+                   *v3 = v_row(j0 + 2 * t + 9);
+      uint32_t vw[kAhead ? NT : 1][2], kn[2][KT][2];
+      if constexpr (kAhead) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n) vw[n][0] = v_words(v0, v1, n), vw[n][1] = v_words(v2, v3, n);
+        if (j0 + kKeys <= jhi) load_k(j0 + kKeys, kn);
+      } else {
+        load_k(j0, kw);
+      }
       float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt) {
-        mma_f16(sc[0], qf[kt], bits32(k0 + kt * 16), bits32(k0 + kt * 16 + 8));
-        mma_f16(sc[1], qf[kt], bits32(k1 + kt * 16), bits32(k1 + kt * 16 + 8));
+        mma_f16(sc[0], qf[kt], kw[0][kt][0], kw[0][kt][1]);
+        mma_f16(sc[1], qf[kt], kw[1][kt][0], kw[1][kt][1]);
       }
       // sc[n][e]: row g (e < 2) or g + 8, position j0 + 8n + 2t + (e & 1).
       float xa = -INFINITY, xb = -INFINITY;
@@ -179,9 +204,17 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
       const uint32_t pf[4] = {pack(sc[0][0], sc[0][1]), pack(sc[0][2], sc[0][3]), pack(sc[1][0], sc[1][1]),
                               pack(sc[1][2], sc[1][3])};
 #pragma unroll
-      for (int n = 0; n < NT; ++n)
-        mma_f16(o[n], pf, half2_bits(__halves2half2(v0[8 * n], v1[8 * n])),
-                half2_bits(__halves2half2(v2[8 * n], v3[8 * n])));
+      for (int n = 0; n < NT; ++n) {
+        if constexpr (kAhead) mma_f16(o[n], pf, vw[n][0], vw[n][1]);
+        else mma_f16(o[n], pf, v_words(v0, v1, n), v_words(v2, v3, n));
+      }
+      if constexpr (kAhead) {
+        if (j0 + kKeys <= jhi)
+#pragma unroll
+          for (int kt = 0; kt < KT; ++kt)
+            kw[0][kt][0] = kn[0][kt][0], kw[0][kt][1] = kn[0][kt][1], kw[1][kt][0] = kn[1][kt][0],
+            kw[1][kt][1] = kn[1][kt][1];
+      }
     }
     ra.done = ra.done || ina;
     rb.done = rb.done || inb;
