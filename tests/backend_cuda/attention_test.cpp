@@ -145,13 +145,17 @@ std::vector<float> run(const AttentionShape& a, Pool& pool, const std::vector<fl
   const size_t floats = with_scratch ? attention_scratch_floats(a, pool.view(), st, rows) : 0;
   if (scratch_floats) *scratch_floats = floats;
   DeviceBuffer scratch(std::max<size_t>(floats, 1) * sizeof(float)), out(size_t(rows * a.n_head * a.value_dim) * sizeof(float));
+  // a.merge_in_kernel: the merge counters, zero before the launch as the contract asks.
+  const size_t words = attention_counter_words(a, rows);
+  auto counters = DeviceBuffer::of(std::vector<uint32_t>(std::max<size_t>(words, 1), 0));
   scratch.poison();
   out.poison();
   if (kernel == Kernel::mma) attention_mma(a, pool.view(), st, dq.get<float>(), out.get<float>(), rows, nullptr);
   else
     attention(a, pool.view(), st, dq.get<float>(), out.get<float>(), rows, nullptr,
-              floats ? scratch.get<float>() : nullptr, floats);
+              floats ? scratch.get<float>() : nullptr, floats, nullptr, nullptr, words ? counters.get<unsigned>() : nullptr);
   sync();
+  for (const uint32_t c : counters.to_host<uint32_t>()) EXPECT_EQ(c, 0u) << "a merge counter left nonzero";
   return out.to_host<float>();
 }
 
@@ -210,6 +214,14 @@ TEST(Attention, DecodeByGroupAgainstDoubleReference) {
           expect_reference(a, pool, q, seq, pos, split);
           const auto again = run(a, pool, q, seq, pos, true);
           ASSERT_EQ(std::memcmp(split.data(), again.data(), split.size() * sizeof(float)), 0) << "not the same bits twice";
+          SCOPED_TRACE("chunks merged by each row's last block (merge_in_kernel)");
+          AttentionShape merged = a;
+          merged.merge_in_kernel = true;
+          const auto in_kernel = run(merged, pool, q, seq, pos, true);
+          expect_reference(merged, pool, q, seq, pos, in_kernel);
+          const auto in_kernel_again = run(merged, pool, q, seq, pos, true);
+          ASSERT_EQ(std::memcmp(in_kernel.data(), in_kernel_again.data(), in_kernel.size() * sizeof(float)), 0)
+              << "not the same bits twice (whichever block is last)";
         }
       }
     }

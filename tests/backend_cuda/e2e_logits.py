@@ -92,9 +92,10 @@ def main():
 
         unfused = program("unfused", "decode_fusion = false, programmatic_launch = false")
         f32_attention = program("f32attn", "attention_mma = false")
+        merged = program("merged", "decode_merge_in_kernel = true")
         prefill = None
         runs = ((0, None, "prefill"), (5, None, "steps of 5"), (32, None, "steps of 32"), (1, None, "decode"),
-                (1, unfused, "decode unfused"),
+                (1, unfused, "decode unfused"), (1, merged, "decode, decode_merge_in_kernel = true"),
                 (0, f32_attention, "prefill, attention_mma = false"))
         for batch, program_file, mode in runs:
             try:

@@ -96,8 +96,9 @@ TEST(RopeKvStore, SameBitsAsRopeRopeAndStore) {
 
 // Every way attention writes its output: the decode kernel with one chunk a row (the table
 // bound within one chunk, and without scratch), with several chunks merged by the combine
-// kernel (2 and 16 chunks), the prefill kernel (more than 8 rows), and the tensor-core prompt
-// kernel (21 rows of one sequence: a whole 16-row tile and a partial one).
+// kernel (2 and 16 chunks) or by each row's last block (merge_in_kernel), the prefill kernel
+// (more than 8 rows), and the tensor-core prompt kernel (21 rows of one sequence: a whole
+// 16-row tile and a partial one).
 TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
   std::mt19937_64 rng(fresh_seed());
   SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
@@ -120,6 +121,7 @@ TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
     bool scratch;
     int chunks;  // expected: 1 = no scratch needed
     bool tensor_cores = false;
+    bool merge_in_kernel = false;
   };
   const std::vector<int32_t> ten = {118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
   std::vector<int32_t> prompt(21);
@@ -128,6 +130,7 @@ TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
                         {"one chunk: no scratch", 8, {120, 127}, false, 2},
                         {"two chunks merged", 8, {120, 127}, true, 2},
                         {"sixteen chunks merged", 64, {1000, 1023}, true, 16},
+                        {"sixteen chunks merged by each row's last block", 64, {1000, 1023}, true, 16, false, true},
                         {"prefill kernel", 8, ten, true, 1},
                         {"tensor-core prompt kernel", 8, prompt, true, 1, true}};
   for (const auto& c : cases) {
@@ -138,14 +141,16 @@ TEST(AttentionQ8, OutputCodesAreTheQuantizedOutput) {
     auto ds = DeviceBuffer::of(seq), dp = DeviceBuffer::of(c.pos);
     const StepTables st{ds.get<int32_t>(), dp.get<int32_t>(), dt.get<int32_t>(), c.max_blocks, 1};
     a.tensor_cores = c.tensor_cores;
+    a.merge_in_kernel = c.merge_in_kernel;
     const size_t split = attention_scratch_floats(a, kv, st, rows);
+    auto counters = DeviceBuffer::of(std::vector<uint32_t>(std::max<size_t>(attention_counter_words(a, rows), 1), 0));
     ASSERT_EQ(split, c.chunks > 1 ? size_t(rows * width / 64) * size_t(c.chunks) * 66 : 0u);
     DeviceBuffer scratch(std::max<size_t>(split, 1) * 4), out(size_t(rows * width) * 4), q8(size_t(rows * width)),
         q8ds(size_t(rows * width / 32) * 8);
     for (auto* b : {&scratch, &out, &q8, &q8ds}) b->poison();
     const bool use = c.scratch && split > 0;
     attention(a, kv, st, dq.get<float>(), out.get<float>(), rows, nullptr, use ? scratch.get<float>() : nullptr,
-              use ? split : 0, q8.get<int8_t>(), q8ds.get<float2>());
+              use ? split : 0, q8.get<int8_t>(), q8ds.get<float2>(), counters.get<unsigned>());
     sync();
     const auto o = out.to_host<float>();
     for (size_t i = 0; i < o.size(); ++i) ASSERT_TRUE(std::isfinite(o[i])) << "output " << i;

@@ -60,12 +60,14 @@ struct AttentionCase {
 // Decode attention (one row at position `depth`, f16 paged KV in blocks of 32 positions, the
 // table as wide as the plan rounds it, output and its q8_1 codes as a decode step writes them):
 // time per launch (the combine kernel included) and K + V bytes of the row's positions per
-// second. Copies of the pool, one sequence each, rotate so that the KV is read from DRAM.
+// second; and the time with the chunks merged by the row's last blocks instead (merge_in_kernel,
+// no combine launch). Copies of the pool, one sequence each, rotate so that the KV is read from
+// DRAM.
 void bench_decode_attention(double copy_gbs) {
   const AttentionCase cases[] = {{"8B", 32, 8, 128, 4096}, {"8B", 32, 8, 128, 1024}, {"1B", 32, 8, 64, 4096}, {"135M", 9, 3, 64, 4096}};
-  std::printf("| %-6s | %-12s | %-5s | %-4s | %-6s | %-9s | %-9s | %-8s |\n", "model", "heads/kv/dim", "depth", "rows",
-              "chunks", "us", "KV GB/s", "of copy");
-  std::printf("|--------|--------------|-------|------|--------|-----------|-----------|----------|\n");
+  std::printf("| %-6s | %-12s | %-5s | %-4s | %-6s | %-9s | %-9s | %-8s | %-14s |\n", "model", "heads/kv/dim", "depth",
+              "rows", "chunks", "us", "KV GB/s", "of copy", "in-kernel us");
+  std::printf("|--------|--------------|-------|------|--------|-----------|-----------|----------|----------------|\n");
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd;
   for (const auto& c : cases) {
@@ -102,9 +104,16 @@ void bench_decode_attention(double copy_gbs) {
       attention(a, kv, tables_of(i % copies), dq.get<float>(), out.get<float>(), 1, nullptr,
                 floats ? scratch.get<float>() : nullptr, floats, q8.get<int8_t>(), q8ds.get<float2>());
     });
+    AttentionShape merged = a;
+    merged.merge_in_kernel = true;
+    auto counters = DeviceBuffer::of(std::vector<uint32_t>(std::max<size_t>(attention_counter_words(merged, 1), 1), 0));
+    const float ms_merged = time_ms(200, [&](int i) {
+      attention(merged, kv, tables_of(i % copies), dq.get<float>(), out.get<float>(), 1, nullptr,
+                floats ? scratch.get<float>() : nullptr, floats, q8.get<int8_t>(), q8ds.get<float2>(), counters.get<unsigned>());
+    });
     const double gbs = double(bytes) / (ms * 1e-3) / 1e9;
-    std::printf("| %-6s | %-12s | %5d | %-4d | %6d | %9.1f | %9.0f | %7.0f%% |\n", c.model, c.dims().c_str(), depth, 1, chunks,
-                ms * 1e3, gbs, 100 * gbs / copy_gbs);
+    std::printf("| %-6s | %-12s | %5d | %-4d | %6d | %9.1f | %9.0f | %7.0f%% | %14.1f |\n", c.model, c.dims().c_str(), depth, 1,
+                chunks, ms * 1e3, gbs, 100 * gbs / copy_gbs, ms_merged * 1e3);
   }
   std::printf("\n");
 }

@@ -182,8 +182,13 @@ size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const
   return chunks <= 1 ? 0 : size_t(rows * a.n_head) * size_t(chunks) * size_t(a.value_dim + 2);
 }
 
+size_t attention_counter_words(const AttentionShape& a, int64_t rows) {
+  return a.merge_in_kernel && a.n_kv > 0 ? size_t(rows * a.n_kv * group_parts(a)) : 0;
+}
+
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-               int64_t rows, cudaStream_t s, float* scratch, size_t scratch_floats, int8_t* q8, float2* q8_ds) {
+               int64_t rows, cudaStream_t s, float* scratch, size_t scratch_floats, int8_t* q8, float2* q8_ds,
+               unsigned* counters) {
   if (a.n_kv <= 0 || a.n_head % a.n_kv) cuda_invalid("attention: n_head must be a multiple of n_kv_head");
   if (rows <= 0) return;
   const int hd = a.head_dim, vd = a.value_dim;
@@ -191,7 +196,7 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
   if (decode_step(a, st, rows)) {
     const size_t need = attention_scratch_floats(a, kv, st, rows);
     const int chunks = scratch && need > 0 && need <= scratch_floats ? split_chunks(a, kv, st, rows) : 1;
-    decode_attention(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
+    decode_attention(a, kv, st, q, out, rows, chunks, scratch, a.merge_in_kernel ? counters : nullptr, q8, q8_ds, s);
     return;
   }
   if (a.tensor_cores && (st.n_seqs == 1 || st.tiles) && has_attention_mma(hd) && mma_device()) {

@@ -14,7 +14,8 @@
 //     through shared memory in slot order at the end;
 //   - the row's positions [lo, pos] are split evenly over gridDim.y chunks (the host picks the
 //     count for ~two blocks per multiprocessor); one chunk writes the output and its q8_1 codes
-//     directly, several write partials that attention_combine_kernel merges in chunk order.
+//     directly, several write partials that attention_combine_kernel merges in chunk order
+//     (or, with counters, the last of a row's blocks to finish: AttentionShape::merge_in_kernel).
 // Every reduction has a fixed order, so a launch gives the same bits every run.
 #include <cuda_fp16.h>
 
@@ -48,7 +49,7 @@ template <int HD, int GM>
 __global__ void __launch_bounds__(kWarps * kWarpSize)
     decode_attention_kernel(AttentionShape a, KvView kv, StepTables st, const float* __restrict__ q,
                             float* __restrict__ out, int8_t* __restrict__ q8, float2* __restrict__ q8_ds,
-                            float* __restrict__ part) {
+                            float* __restrict__ part, unsigned* __restrict__ counters) {
   constexpr int LP = HD / kLaneHalves;  // lanes per position
   constexpr int PP = kWarpSize / LP;    // positions per warp
   constexpr int kSlots = kWarps * PP;   // positions per block pass
@@ -211,6 +212,47 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
       }
     }
   }
+  if (gridDim.y == 1 || !counters) return;
+  // The chunks merged by the last of the group's blocks to finish (counters: one per block of
+  // the grid's x, zero before the launch and left zero), instead of a combine launch on the
+  // chain: each block's partials are made visible device-wide before it takes its ticket, and
+  // the last reads them past L1 (__ldcg). The merge runs in chunk order, so the bits do not
+  // depend on which block is last.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counters + blockIdx.x, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0;  // ready for the next launch (a graph replays it)
+  const int chunks = int(gridDim.y);
+  for (int g = warp; g < ng; g += kWarps) {
+    const int64_t rh = r * a.n_head + h0 + g;
+    const float* pr = part + rh * chunks * (HD + 2);
+    float mt = -INFINITY;
+    for (int c = lane; c < chunks; c += kWarpSize) mt = fmaxf(mt, __ldcg(pr + c * (HD + 2)));
+    mt = warp_max(mt);
+    float lt = 0.f, o[VL];
+#pragma unroll
+    for (int i = 0; i < VL; ++i) o[i] = 0.f;
+#pragma unroll 4
+    for (int c = 0; c < chunks; ++c) {
+      const float* pc = pr + c * (HD + 2);
+      const float mc = __ldcg(pc);
+      const float w = mc == -INFINITY ? 0.f : exp2f(mc - mt);  // an empty chunk weighs 0
+      lt += __ldcg(pc + 1) * w;
+#pragma unroll
+      for (int i = 0; i < VL; ++i) o[i] += __ldcg(pc + 2 + lane + i * kWarpSize) * w;
+    }
+    const int64_t e = rh * HD;
+#pragma unroll
+    for (int i = 0; i < VL; ++i) {
+      const float v = o[i] / lt;
+      out[e + lane + i * kWarpSize] = v;
+      if (q8) quantize_q8_1_block(v, q8 + e + lane + i * kWarpSize, q8_ds + e / 32 + i, lane);
+    }
+  }
 }
 
 // One block of kCombineThreads threads per (row, head) merges the chunks' partial results by
@@ -254,30 +296,33 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 template <int HD, int GM>
 void launch_group(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-                  int64_t rows, int chunks, float* scratch, int8_t* q8, float2* q8_ds, cudaStream_t s) {
+                  int64_t rows, int chunks, float* scratch, unsigned* counters, int8_t* q8, float2* q8_ds,
+                  cudaStream_t s) {
   const dim3 grid(unsigned(rows * a.n_kv * group_parts(a)), unsigned(chunks));
-  const bool split = chunks > 1;
+  const bool split = chunks > 1, combine = split && !counters;
   launch(decode_attention_kernel<HD, GM>, grid, dim3(kWarps * kWarpSize), s, a, kv, st, q, out,
-         split ? nullptr : q8, split ? nullptr : q8_ds, split ? scratch : nullptr);
-  if (split)
+         combine ? nullptr : q8, combine ? nullptr : q8_ds, split ? scratch : nullptr, split ? counters : nullptr);
+  if (combine)
     launch(attention_combine_kernel<HD>, dim3(unsigned(rows * a.n_head)), dim3(kCombineThreads), s,
            static_cast<const float*>(scratch), chunks, out, q8, q8_ds);
 }
 
 template <int HD>
 void launch_head_dim(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-                     int64_t rows, int chunks, float* scratch, int8_t* q8, float2* q8_ds, cudaStream_t s) {
+                     int64_t rows, int chunks, float* scratch, unsigned* counters, int8_t* q8, float2* q8_ds,
+                     cudaStream_t s) {
   const int heads = std::min(a.n_head / a.n_kv, kMaxGroupHeads);  // the most one block computes
-  if (heads <= 1) launch_group<HD, 1>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
-  else if (heads <= 2) launch_group<HD, 2>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
-  else if (heads <= 4) launch_group<HD, 4>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
-  else launch_group<HD, 8>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s);
+  if (heads <= 1) launch_group<HD, 1>(a, kv, st, q, out, rows, chunks, scratch, counters, q8, q8_ds, s);
+  else if (heads <= 2) launch_group<HD, 2>(a, kv, st, q, out, rows, chunks, scratch, counters, q8, q8_ds, s);
+  else if (heads <= 4) launch_group<HD, 4>(a, kv, st, q, out, rows, chunks, scratch, counters, q8, q8_ds, s);
+  else launch_group<HD, 8>(a, kv, st, q, out, rows, chunks, scratch, counters, q8, q8_ds, s);
 }
 
 }  // namespace
 
 void decode_attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-                      int64_t rows, int chunks, float* scratch, int8_t* q8, float2* q8_ds, cudaStream_t s) {
+                      int64_t rows, int chunks, float* scratch, unsigned* counters, int8_t* q8, float2* q8_ds,
+                      cudaStream_t s) {
   // The 16-byte loads need every key and value row (and the head's offset in it) 16-byte aligned.
   if (kv.k_width % kLaneHalves || kv.v_width % kLaneHalves || reinterpret_cast<uintptr_t>(kv.k) % 16 ||
       reinterpret_cast<uintptr_t>(kv.v) % 16)
@@ -285,9 +330,9 @@ void decode_attention(const AttentionShape& a, const KvView& kv, const StepTable
   if (chunks > 1 && !scratch) cuda_invalid("attention: a split decode needs scratch");
   if (chunks > kMaxDecodeChunks) cuda_invalid("attention: more decode chunks than the combine kernel holds");
   switch (a.head_dim) {
-    case 64: launch_head_dim<64>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
-    case 128: launch_head_dim<128>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
-    case 256: launch_head_dim<256>(a, kv, st, q, out, rows, chunks, scratch, q8, q8_ds, s); break;
+    case 64: launch_head_dim<64>(a, kv, st, q, out, rows, chunks, scratch, counters, q8, q8_ds, s); break;
+    case 128: launch_head_dim<128>(a, kv, st, q, out, rows, chunks, scratch, counters, q8, q8_ds, s); break;
+    case 256: launch_head_dim<256>(a, kv, st, q, out, rows, chunks, scratch, counters, q8, q8_ds, s); break;
     default: cuda_invalid("attention: head_dim must be 64, 128 or 256");
   }
 }

@@ -36,8 +36,12 @@ inline int group_parts(const AttentionShape& a) {
 // chunks == 1: the blocks write `out` (and its q8_1 codes when q8 is set) directly. chunks > 1:
 // each row's positions [lo, pos] are split evenly over `chunks` blocks, which write their
 // partial (max, sum, unnormalised output) to scratch (rows * n_head * chunks * (value_dim + 2)
-// floats), and a combine kernel merges them in chunk order.
+// floats), and a combine kernel merges them in chunk order — or, with counters (one per block
+// of a chunk: rows * n_kv * group_parts, zero before the launch, left zero), the last block of
+// each (row, KV head, part) to finish merges them itself, in chunk order, and no combine kernel
+// runs.
 void decode_attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
-                      int64_t rows, int chunks, float* scratch, int8_t* q8, float2* q8_ds, cudaStream_t s);
+                      int64_t rows, int chunks, float* scratch, unsigned* counters, int8_t* q8, float2* q8_ds,
+                      cudaStream_t s);
 
 }  // namespace loom::backend::cuda

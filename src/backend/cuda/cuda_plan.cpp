@@ -34,7 +34,7 @@ using passes::Opcode;
 CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched)
     : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
       mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow),
-      attention_mma_(sched.attention_mma), times_(sched.step_times) {
+      attention_mma_(sched.attention_mma), merge_in_kernel_(sched.decode_merge_in_kernel), times_(sched.step_times) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -142,7 +142,9 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
                      (attention_mma_ && mma_device()
                           ? "other steps (prompts, and decodes beside them) on f16 tensor cores, a tile of up to 16 "
                             "rows of one sequence and one head a warp (attention_mma)"
-                          : "other steps a block a row and head, f32 (attention_mma off, or a device before sm_80)"));
+                          : "other steps a block a row and head, f32 (attention_mma off, or a device before sm_80)") +
+                     (merge_in_kernel_ ? "; a decode split into chunks merged by its last block (decode_merge_in_kernel)"
+                                       : "; a decode split into chunks merged by a second kernel"));
   explain_.push_back(programmatic_ ? "kernels launched with programmatic dependent launch (each starts while the one "
                                      "before drains; weights prefetched to L2 before the wait)"
                                    : "kernels launched plainly (programmatic_launch off, or a device before sm_90)");
@@ -346,15 +348,21 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
   const StepTables tables{d + 2 * T, d + T, d + 5 * T, int32_t(max_blocks), row_seqs, d + 4 * T,
                           int32_t(bound ? T : n_tiles)};
   // Scratch of the split decode attention, sized here: a captured step cannot allocate.
-  size_t attn_floats = 0;
+  size_t attn_floats = 0, attn_words = 0;
   for (const auto& lo : low_.ops)
     if (lo.code == Opcode::attention) {
       const auto aa = passes::attention_attrs(*lo.op);
       attn_floats = std::max(attn_floats, attention_scratch_floats(attention_shape(*lo.op), kv->layer(aa.layer), tables, T));
+      attn_words = std::max(attn_words, attention_counter_words(attention_shape(*lo.op), T));
     }
   if (attn_scratch_.bytes() < attn_floats * sizeof(float)) {
     drop_graphs();
     attn_scratch_ = DeviceBuffer(attn_floats * sizeof(float) * 2);
+  }
+  if (attn_counters_.bytes() < attn_words * sizeof(unsigned)) {
+    drop_graphs();
+    attn_counters_ = DeviceBuffer(attn_words * sizeof(unsigned) * 2);
+    LOOM_CUDA_CHECK(cudaMemsetAsync(attn_counters_.get(), 0, attn_counters_.bytes(), stream_));
   }
   auto step = [&] {
     if (T <= graph_rows_)
@@ -447,6 +455,9 @@ class CudaBackend final : public Backend {
         {"", "mma_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(4),
          "decode-kernel matmuls of at least this many rows run on tensor cores (int8 MMA, 16 weight rows by up to 64 "
          "activation rows a warp, weights read once per 64 rows); fewer take the warp-per-row kernel (0: never)"},
+        {"", "decode_merge_in_kernel", ScheduleKey::Type::boolean, 0, 0, {}, false,
+         "a decode step's attention split into chunks is merged by the last block of each row to finish (an atomic "
+         "ticket) instead of by a second kernel on the step's chain"},
         {"", "attention_mma", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "the attention of steps of more than 8 rows that are not a batch of decodes (prompts, with any decodes beside "
          "them) runs on f16 tensor cores: up to 16 rows of one sequence a warp, queries and probabilities rounded to "
@@ -481,6 +492,7 @@ class CudaBackend final : public Backend {
     sched.gemv_resident = sr.boolean("gemv_resident");
     sched.step_times = sr.boolean("step_times");
     sched.attention_mma = sr.boolean("attention_mma");
+    sched.decode_merge_in_kernel = sr.boolean("decode_merge_in_kernel");
     return std::make_unique<CudaPlan>(m, ws, sched);
   }
 };

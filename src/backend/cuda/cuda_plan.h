@@ -35,6 +35,7 @@ struct CudaSchedule {
   int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
   bool decode_fusion = false, decode_rope_fold = false, programmatic_launch = false, gemm_f16_weights = false;
   bool mma_wide_split = false, gemv_resident = false, step_times = false, attention_mma = false;
+  bool decode_merge_in_kernel = false;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
@@ -179,6 +180,7 @@ class CudaPlan final : public Plan {
   bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
   bool f16_weights_ = false;          // every matmul weight has a resident f16 copy (gemm_f16_weights)
   bool attention_mma_ = false;        // prompts' attention on tensor cores (AttentionShape::tensor_cores)
+  bool merge_in_kernel_ = false;      // AttentionShape::merge_in_kernel (decode_merge_in_kernel)
   DecodeFusion fusion_;
   std::unique_ptr<Gemm> gemm_;
   std::string no_gemm_;               // why gemm_ is null
@@ -187,6 +189,7 @@ class CudaPlan final : public Plan {
   DeviceBuffer top_buf_;              // run_top's ids, then its values
   std::vector<int32_t> top_host_;     // the same, copied back
   DeviceBuffer attn_scratch_;         // partial results of the split decode attention
+  DeviceBuffer attn_counters_;        // its merge counters (merge_in_kernel_): zeroed when made
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<GraphKey> seen_once_;
   std::vector<int> live_at_drop_;     // values gathered to the kept rows after the last attention

@@ -142,7 +142,8 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
                     tables, rows, stream_);
     const bool q8 = fusion_.attention_q8[size_t(st.ops.back())] && q8_path(rows);
     attention(attention_shape(*at.op), view, tables, value(q.out), value(at.out), rows, stream_, attn_scratch_.get<float>(),
-              attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
+              attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr,
+              attn_counters_.get<unsigned>());
     if (q8) q8_[0].value = at.out;
     return true;
   }
@@ -152,7 +153,7 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
 AttentionShape CudaPlan::attention_shape(const ir::Op& attention) const {
   const auto aa = passes::attention_attrs(attention);
   return {int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window), float(aa.scale),
-          float(aa.softcap), attention_mma_};
+          float(aa.softcap), attention_mma_, merge_in_kernel_};
 }
 
 RopeSpec CudaPlan::rope_spec(const passes::LoweredOp& rope) const {
@@ -251,7 +252,8 @@ void CudaPlan::run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_
       kv_store(view, tables, in(1), in(2), rows, stream_);
       const bool q8 = fusion_.attention_q8[size_t(i)] && q8_path(rows);
       attention(attention_shape(op), view, tables, in(0), out, rows, stream_, attn_scratch_.get<float>(),
-                attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr);
+                attn_scratch_.bytes() / sizeof(float), q8 ? q8_[0].q() : nullptr, q8 ? q8_[0].ds() : nullptr,
+                attn_counters_.get<unsigned>());
       if (q8) q8_[0].value = lo.out;
       break;
     }

@@ -172,19 +172,26 @@ struct AttentionShape {
   // of decodes run attention_mma, on devices that have it (mma_device) and for head dims it has,
   // when they are of one sequence or the tables carry the host's tiles (StepTables::tiles).
   bool tensor_cores = false;
+  // The schedule's choice (key decode_merge_in_kernel): a decode step split into chunks has the
+  // last of each row's blocks merge them (attention()'s counters), not a combine launch.
+  bool merge_in_kernel = false;
 };
 // Steps of few rows (decode), and steps of one row for each sequence (st.n_seqs == rows), run
 // one block per (row, KV head, chunk) for all the query heads of the group; with scratch of at
 // least attention_scratch_floats() floats (nonzero for such steps over more than one chunk's
-// positions), the chunks' partial results are merged by a second kernel (flash-decoding);
-// without it, one chunk per row. Other steps with a.tensor_cores: attention_mma when the step
-// is one sequence's or the tables carry tiles; else one block per (row, head). The same function either way.
+// positions), the chunks' partial results are merged by a second kernel (flash-decoding) or,
+// with a.merge_in_kernel and counters (attention_counter_words() of them, zero before their
+// first use; every launch leaves them zero), by the last block of each row to finish; without
+// scratch, one chunk per row. Other steps with a.tensor_cores: attention_mma when the
+// step is one sequence's or the tables carry tiles; else one block per (row, head). The same
+// function either way.
 // With q8 and q8_ds set, the output is also written in q8_1 (as quantize_q8_1 of `out` would:
 // row r's codes at q8 + r * n_head * value_dim), for the output projection.
 void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, const float* q, float* out,
                int64_t rows, cudaStream_t s, float* scratch = nullptr, size_t scratch_floats = 0, int8_t* q8 = nullptr,
-               float2* q8_ds = nullptr);
+               float2* q8_ds = nullptr, unsigned* counters = nullptr);
 size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows);
+size_t attention_counter_words(const AttentionShape& a, int64_t rows);
 // The tensor-core kernel attention() picks for a prompt (attention_mma.cu): a warp takes 16
 // rows and one query head, queries and probabilities in f16 on MMAs with f32 sums, the softmax
 // in f32. Any step (tests call it directly): tiles of the host's (StepTables::tiles), else of
