@@ -298,6 +298,36 @@ TEST(Attention, TensorCoreKernelAgainstDoubleReference) {
     }
 }
 
+// The tensor-core kernel with keys and values staged in shared memory (mma_shared_kv: cp.async,
+// ldmatrix) gives the bits of the kernel that loads its fragments from the pool: the same
+// fragments into the same MMAs. Query heads 8 over KV heads 2 (the staging's case: a block's 4
+// warps share a KV head), every head size it takes, a window and softcap; a prompt of 37 rows
+// and the interleaved step of the test above; and a shape it does not take (ratio 3) falls back.
+TEST(Attention, TensorCoreKernelStagedInSharedMemorySameBits) {
+  std::mt19937_64 rng(fresh_seed());
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed());
+  for (int hd : {32, 64, 96, 128})
+    for (int variant = 0; variant < 3; ++variant) {
+      Pool pool = make_pool(rng, {151, 71, 20}, variant ? 24 : 16, 2 * hd);
+      AttentionShape a = shape(variant == 2 ? 6 : 8, 2, hd, variant ? 40 : 0, variant ? 20.f : 0.f);
+      a.tensor_cores = true;
+      SCOPED_TRACE(::testing::Message() << "hd " << hd << " variant " << variant << " heads " << a.n_head);
+      std::vector<int32_t> seq(37, 0), pos(37);
+      for (int i = 0; i < 37; ++i) pos[size_t(i)] = 151 - 37 + i;
+      for (int i = 0; i < 30; ++i)  // sequence 1 at 50..70 every third row, 2 at its last
+        if (i % 3 == 1 && 50 + i <= 70) seq.push_back(1), pos.push_back(50 + i);
+      seq.insert(seq.begin() + 7, 2), pos.insert(pos.begin() + 7, 19);
+      const auto q = random_floats(rng, seq.size() * size_t(a.n_head * hd));
+      const auto plain = run(a, pool, q, seq, pos, false, nullptr, Kernel::mma);
+      AttentionShape staged = a;
+      staged.mma_shared_kv = true;
+      const auto got = run(staged, pool, q, seq, pos, false, nullptr, Kernel::mma);
+      expect_reference(staged, pool, q, seq, pos, got, true);
+      ASSERT_EQ(std::memcmp(plain.data(), got.data(), got.size() * sizeof(float)), 0)
+          << "staged in shared memory: not the bits of the kernel reading the pool";
+    }
+}
+
 // The host's tiles (attention_tiles): runs of one sequence cut at 16 rows, whatever the order.
 TEST(Attention, TilesAreRunsOfOneSequenceOfAtMostSixteenRows) {
   const std::vector<int32_t> seq = {3, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 3};
@@ -337,6 +367,11 @@ TEST(Attention, TensorCoreKernelOnTheHostsTilesOfAMixedStep) {
       AttentionShape f32 = a;
       f32.tensor_cores = false;
       expect_reference(f32, pool, q, seq, pos, run(f32, pool, q, seq, pos, true, nullptr, Kernel::tiled));
+      AttentionShape staged = a;  // 8 heads over 2: the shared-memory staging takes these tiles too
+      staged.mma_shared_kv = true;
+      const auto got = run(staged, pool, q, seq, pos, true, nullptr, Kernel::tiled);
+      ASSERT_EQ(std::memcmp(out.data(), got.data(), out.size() * sizeof(float)), 0)
+          << "staged in shared memory: not the bits of the kernel reading the pool";
     }
 }
 

@@ -93,10 +93,12 @@ def main():
         unfused = program("unfused", "decode_fusion = false, programmatic_launch = false")
         f32_attention = program("f32attn", "attention_mma = false")
         merged = program("merged", "decode_merge_in_kernel = true")
+        staged = program("staged", "attention_mma_shared = true")
         prefill = None
         runs = ((0, None, "prefill"), (5, None, "steps of 5"), (32, None, "steps of 32"), (1, None, "decode"),
                 (1, unfused, "decode unfused"), (1, merged, "decode, decode_merge_in_kernel = true"),
-                (0, f32_attention, "prefill, attention_mma = false"))
+                (0, f32_attention, "prefill, attention_mma = false"), (0, staged, "prefill, attention_mma_shared = true"),
+                (32, staged, "steps of 32, attention_mma_shared = true"))
         for batch, program_file, mode in runs:
             try:
                 got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32", program_file)

@@ -54,6 +54,36 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 #endif
 }
 
+// 16 bytes global -> shared without registers (cp.async, sm_80+), and 4 8x8 b16 matrices shared ->
+// fragments (ldmatrix; .trans: each thread gets a column pair instead of a row pair). Lanes 8i ..
+// 8i + 7 give the row addresses of matrix i; lane l gets elements (l / 4, 2 (l % 4) ..) of each.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))), "l"(gmem));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;");
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+#endif
+}
+template <bool kTrans> __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+#endif
+}
+
 constexpr int kQuad = 4;  // the lanes holding one fragment row (warp.cuh's lanes_max / lanes_sum)
 __device__ __forceinline__ int warp_min_int(int v) {
 #pragma unroll
@@ -77,7 +107,17 @@ struct Row {
   }
 };
 
-template <int HD>
+// The shared-memory staging of a pass's keys and values (two passes: the next one's copies in
+// flight), rows padded by 16 bytes so that the 8 rows of an ldmatrix matrix fall on different
+// banks; a token array for kernels that read the pool directly.
+template <int HD, bool kShared> struct KvStage {
+  __half k[2][kKeys][HD + 8], v[2][kKeys][HD + 8];
+};
+template <int HD> struct KvStage<HD, false> {
+  __half k[1][1][8], v[1][1][8];
+};
+
+template <int HD, bool kShared>
 __global__ void __launch_bounds__(kWarps * kWarpSize)
     attention_mma_kernel(AttentionShape a, KvView kv, StepTables st, const float* __restrict__ q, float* out,
                          int64_t rows, int8_t* __restrict__ q8, float2* __restrict__ q8_ds) {
@@ -88,14 +128,14 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t task = int64_t(blockIdx.x) * kWarps + warp;
   const int64_t tiles = st.tiles ? st.tile_slots : (rows + kTile - 1) / kTile;
-  if (task >= tiles * a.n_head) return;  // no block-wide barrier below
+  if (task >= tiles * a.n_head) return;  // kShared: the block's 4 warps are one tile's, all or none
   const int h = int(task % a.n_head), kvh = h / (a.n_head / a.n_kv);
   const int64_t tile = task / a.n_head;
   // The tile's rows [r0, end): the host's tile, or 16 consecutive rows.
   const int32_t entry = st.tiles ? st.tiles[tile] : 0;
   const int64_t r0 = st.tiles ? int64_t(entry >> 5) : tile * kTile;
   const int64_t end = st.tiles ? r0 + (entry & 31) : min(r0 + kTile, rows);
-  if (end <= r0) return;  // a slot past the step's tiles
+  if (end <= r0) return;  // a slot past the step's tiles (the whole block, as above)
   const int g = lane / 4, t = lane % 4;
   Row ra, rb;
   ra.load(a, st, r0 + g, end);
@@ -122,6 +162,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
   float ma = -INFINITY, mb = -INFINITY, la = 0.f, lb = 0.f;
   const float scale2 = a.scale * kLog2e;
   const int64_t koff = int64_t(kvh) * HD;
+  __shared__ __align__(16) KvStage<HD, kShared> sm;
 
   for (;;) {  // one pass per sequence among the tile's rows (uniform across the warp)
     const LaneMask wa = ballot(!ra.done), wb = ballot(!rb.done);
@@ -130,44 +171,16 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
     const bool ina = !ra.done && ra.seq == s, inb = !rb.done && rb.seq == s;
     const int jlo = warp_min_int(min(ina ? ra.lo : INT_MAX, inb ? rb.lo : INT_MAX));
     const int jhi = warp_max_int(max(ina ? ra.pos : -1, inb ? rb.pos : -1));
-    // This lane's key words of a pass (rows j0 + g and j0 + 8 + g; positions past jhi, the
-    // pass's last, read jhi's row and are masked) and its value halves (positions j0 + 2t, + 1,
+    // One pass of 16 positions from j0 up to the probabilities, given this lane's key words
+    // (kf): the scores, their mask, the online softmax (o rescaled), and P as the A fragment of
+    // the P V MMAs (pf), which the caller issues with its value words (positions j0 + 2t, + 1 and
     // + 8, + 9 at element g of each n tile).
-    auto load_k = [&](int j0, uint32_t (&kw)[2][KT][2]) {
-      const __half* k0 = kv.k + kv_row(st, s, min(j0 + g, jhi), kv.block_size) * kv.k_width + koff + 2 * t;
-      const __half* k1 = kv.k + kv_row(st, s, min(j0 + 8 + g, jhi), kv.block_size) * kv.k_width + koff + 2 * t;
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        kw[0][kt][0] = bits32(k0 + kt * 16), kw[0][kt][1] = bits32(k0 + kt * 16 + 8);
-        kw[1][kt][0] = bits32(k1 + kt * 16), kw[1][kt][1] = bits32(k1 + kt * 16 + 8);
-      }
-    };
-    auto v_row = [&](int j) { return kv.v + kv_row(st, s, min(j, jhi), kv.block_size) * kv.v_width + koff + g; };
-    auto v_words = [](const __half* v0, const __half* v1, int n) {
-      return half2_bits(__halves2half2(v0[8 * n], v1[8 * n]));
-    };
-    // Head sizes up to 128 keep the next pass's keys in flight during this pass's arithmetic
-    // and load this pass's values before its scores (a pass is a chain of dependent loads,
-    // MMAs and shuffles, and a prompt step runs few warps an SM); 256 has no registers for them.
-    constexpr bool kAhead = HD <= 128;
-    uint32_t kw[2][KT][2];
-    if constexpr (kAhead) load_k(jlo, kw);
-    for (int j0 = jlo; j0 <= jhi; j0 += kKeys) {
-      const __half *v0 = v_row(j0 + 2 * t), *v1 = v_row(j0 + 2 * t + 1), *v2 = v_row(j0 + 2 * t + 8),
-                   *v3 = v_row(j0 + 2 * t + 9);
-      uint32_t vw[kAhead ? NT : 1][2], kn[2][KT][2];
-      if constexpr (kAhead) {
-#pragma unroll
-        for (int n = 0; n < NT; ++n) vw[n][0] = v_words(v0, v1, n), vw[n][1] = v_words(v2, v3, n);
-        if (j0 + kKeys <= jhi) load_k(j0 + kKeys, kn);
-      } else {
-        load_k(j0, kw);
-      }
+    auto scores = [&](int j0, const uint32_t (&kf)[2][KT][2], uint32_t (&pf)[4]) {
       float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt) {
-        mma_f16(sc[0], qf[kt], kw[0][kt][0], kw[0][kt][1]);
-        mma_f16(sc[1], qf[kt], kw[1][kt][0], kw[1][kt][1]);
+        mma_f16(sc[0], qf[kt], kf[0][kt][0], kf[0][kt][1]);
+        mma_f16(sc[1], qf[kt], kf[1][kt][0], kf[1][kt][1]);
       }
       // sc[n][e]: row g (e < 2) or g + 8, position j0 + 8n + 2t + (e & 1).
       float xa = -INFINITY, xb = -INFINITY;
@@ -201,19 +214,102 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
           if (e < 2) la += p;
           else lb += p;
         }
-      const uint32_t pf[4] = {pack(sc[0][0], sc[0][1]), pack(sc[0][2], sc[0][3]), pack(sc[1][0], sc[1][1]),
-                              pack(sc[1][2], sc[1][3])};
+      pf[0] = pack(sc[0][0], sc[0][1]), pf[1] = pack(sc[0][2], sc[0][3]), pf[2] = pack(sc[1][0], sc[1][1]),
+      pf[3] = pack(sc[1][2], sc[1][3]);
+    };
+    uint32_t pf[4];
+    uint32_t kw[2][KT][2];
+    if constexpr (kShared) {
+      // The block's 4 warps (4 heads of one KV head, the same rows: the host checks) stage each
+      // pass's 16 keys and values in shared memory, the next pass's copies in flight during this
+      // one (cp.async), and take their fragments by ldmatrix. Rows padded by 16 bytes: the 8 rows
+      // of an 8x8 matrix fall on different banks.
+      constexpr int kChunks = HD / 8;  // 16-byte pieces a row
+      auto stage = [&](int buf, int j0) {
+        for (int i = int(threadIdx.x); i < 2 * kKeys * kChunks; i += kWarps * kWarpSize) {
+          const int which = i / (kKeys * kChunks), r = i % (kKeys * kChunks) / kChunks, c = i % kChunks;
+          const int64_t row = kv_row(st, s, min(j0 + r, jhi), kv.block_size);  // past jhi: jhi's, masked
+          if (which) cp_async16(&sm.v[buf][r][8 * c], kv.v + row * kv.v_width + koff + 8 * c);
+          else cp_async16(&sm.k[buf][r][8 * c], kv.k + row * kv.k_width + koff + 8 * c);
+        }
+        cp_async_commit();
+      };
+      const int m = lane / 8, mr = lane % 8;  // the matrix and row this lane addresses
+      stage(0, jlo);
+      int buf = 0;
+      for (int j0 = jlo; j0 <= jhi; j0 += kKeys) {
+        const bool more = j0 + kKeys <= jhi;  // uniform across the block
+        if (more) {
+          stage(buf ^ 1, j0 + kKeys);
+          cp_async_wait<1>();
+        } else {
+          cp_async_wait<0>();
+        }
+        __syncthreads();
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        if constexpr (kAhead) mma_f16(o[n], pf, vw[n][0], vw[n][1]);
-        else mma_f16(o[n], pf, v_words(v0, v1, n), v_words(v2, v3, n));
+        for (int kt = 0; kt < KT; ++kt) {  // matrices: positions 0-7 / 8-15 x dims 16kt.. / 16kt + 8..
+          uint32_t r[4];
+          ldmatrix_x4<false>(r, &sm.k[buf][8 * (m / 2) + mr][16 * kt + 8 * (m % 2)]);
+          kw[0][kt][0] = r[0], kw[0][kt][1] = r[1], kw[1][kt][0] = r[2], kw[1][kt][1] = r[3];
+        }
+        scores(j0, kw, pf);
+#pragma unroll
+        for (int n = 0; n < NT; n += 2) {
+          // Matrices: n tiles n, n + 1 x positions 0-7 / 8-15, transposed (a column pair a lane).
+          uint32_t vr[4];
+          ldmatrix_x4<true>(vr, &sm.v[buf][8 * (m % 2) + mr][8 * (n + m / 2)]);
+          mma_f16(o[n], pf, vr[0], vr[1]);
+          mma_f16(o[n + 1], pf, vr[2], vr[3]);
+        }
+        __syncthreads();  // every warp is done with buf before the next stage writes it
+        buf ^= 1;
       }
-      if constexpr (kAhead) {
-        if (j0 + kKeys <= jhi)
+    } else {
+      // This lane's key words of a pass (rows j0 + g and j0 + 8 + g; positions past jhi, the
+      // pass's last, read jhi's row and are masked) and its value halves (positions j0 + 2t, + 1,
+      // + 8, + 9 at element g of each n tile).
+      auto load_k = [&](int j0, uint32_t (&kf)[2][KT][2]) {
+        const __half* k0 = kv.k + kv_row(st, s, min(j0 + g, jhi), kv.block_size) * kv.k_width + koff + 2 * t;
+        const __half* k1 = kv.k + kv_row(st, s, min(j0 + 8 + g, jhi), kv.block_size) * kv.k_width + koff + 2 * t;
 #pragma unroll
-          for (int kt = 0; kt < KT; ++kt)
-            kw[0][kt][0] = kn[0][kt][0], kw[0][kt][1] = kn[0][kt][1], kw[1][kt][0] = kn[1][kt][0],
-            kw[1][kt][1] = kn[1][kt][1];
+        for (int kt = 0; kt < KT; ++kt) {
+          kf[0][kt][0] = bits32(k0 + kt * 16), kf[0][kt][1] = bits32(k0 + kt * 16 + 8);
+          kf[1][kt][0] = bits32(k1 + kt * 16), kf[1][kt][1] = bits32(k1 + kt * 16 + 8);
+        }
+      };
+      auto v_row = [&](int j) { return kv.v + kv_row(st, s, min(j, jhi), kv.block_size) * kv.v_width + koff + g; };
+      auto v_words = [](const __half* v0, const __half* v1, int n) {
+        return half2_bits(__halves2half2(v0[8 * n], v1[8 * n]));
+      };
+      // Head sizes up to 128 keep the next pass's keys in flight during this pass's arithmetic
+      // and load this pass's values before its scores (a pass is a chain of dependent loads,
+      // MMAs and shuffles, and a prompt step runs few warps an SM); 256 has no registers for them.
+      constexpr bool kAhead = HD <= 128;
+      if constexpr (kAhead) load_k(jlo, kw);
+      for (int j0 = jlo; j0 <= jhi; j0 += kKeys) {
+        const __half *v0 = v_row(j0 + 2 * t), *v1 = v_row(j0 + 2 * t + 1), *v2 = v_row(j0 + 2 * t + 8),
+                     *v3 = v_row(j0 + 2 * t + 9);
+        uint32_t vw[kAhead ? NT : 1][2], kn[2][KT][2];
+        if constexpr (kAhead) {
+#pragma unroll
+          for (int n = 0; n < NT; ++n) vw[n][0] = v_words(v0, v1, n), vw[n][1] = v_words(v2, v3, n);
+          if (j0 + kKeys <= jhi) load_k(j0 + kKeys, kn);
+        } else {
+          load_k(j0, kw);
+        }
+        scores(j0, kw, pf);
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          if constexpr (kAhead) mma_f16(o[n], pf, vw[n][0], vw[n][1]);
+          else mma_f16(o[n], pf, v_words(v0, v1, n), v_words(v2, v3, n));
+        }
+        if constexpr (kAhead) {
+          if (j0 + kKeys <= jhi)
+#pragma unroll
+            for (int kt = 0; kt < KT; ++kt)
+              kw[0][kt][0] = kn[0][kt][0], kw[0][kt][1] = kn[0][kt][1], kw[1][kt][0] = kn[1][kt][0],
+              kw[1][kt][1] = kn[1][kt][1];
+        }
       }
     }
     ra.done = ra.done || ina;
@@ -239,6 +335,13 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
     for (int c = 0; c < HD; c += kQ8Block)
       quantize_q8_1_block(out[e0 + c + lane], q8 + e0 + c + lane, q8_ds + (e0 + c) / kQ8Block, lane);
   }
+}
+
+template <int HD>
+void launch_mma(bool shared, dim3 grid, dim3 block, cudaStream_t s, const AttentionShape& a, const KvView& kv,
+                const StepTables& st, const float* q, float* out, int64_t rows, int8_t* q8, float2* q8_ds) {
+  if (shared) launch(attention_mma_kernel<HD, true>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds);
+  else launch(attention_mma_kernel<HD, false>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds);
 }
 
 }  // namespace
@@ -268,12 +371,18 @@ void attention_mma(const AttentionShape& a, const KvView& kv, const StepTables& 
   const int64_t warps = (st.tiles ? st.tile_slots : (rows + kTile - 1) / kTile) * a.n_head;
   if (warps <= 0) return;
   const dim3 grid(unsigned((warps + kWarps - 1) / kWarps)), block(kWarps * kWarpSize);
+  // Keys and values staged in shared memory (a.mma_shared_kv) where a block's 4 warps are 4
+  // query heads of one KV head over the same tile (so they run the same passes), for head sizes
+  // up to 128, with 16-byte aligned KV rows.
+  const bool shared = a.mma_shared_kv && a.head_dim <= 128 && a.n_head % kWarps == 0 &&
+                      (a.n_head / a.n_kv) % kWarps == 0 && kv.k_width % 8 == 0 && kv.v_width % 8 == 0 &&
+                      reinterpret_cast<uintptr_t>(kv.k) % 16 == 0 && reinterpret_cast<uintptr_t>(kv.v) % 16 == 0;
   switch (a.head_dim) {
-    case 32: launch(attention_mma_kernel<32>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
-    case 64: launch(attention_mma_kernel<64>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
-    case 96: launch(attention_mma_kernel<96>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
-    case 128: launch(attention_mma_kernel<128>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
-    default: launch(attention_mma_kernel<256>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    case 32: launch_mma<32>(shared, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    case 64: launch_mma<64>(shared, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    case 96: launch_mma<96>(shared, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    case 128: launch_mma<128>(shared, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
+    default: launch(attention_mma_kernel<256, false>, grid, block, s, a, kv, st, q, out, rows, q8, q8_ds); break;
   }
 }
 

@@ -34,7 +34,8 @@ using passes::Opcode;
 CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched)
     : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
       mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow),
-      attention_mma_(sched.attention_mma), merge_in_kernel_(sched.decode_merge_in_kernel), times_(sched.step_times) {
+      attention_mma_(sched.attention_mma), merge_in_kernel_(sched.decode_merge_in_kernel),
+      attention_mma_shared_(sched.attention_mma_shared), times_(sched.step_times) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -140,8 +141,10 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   explain_.push_back(std::string("attention: steps of at most 8 rows, and batches of decodes (one row a sequence), by "
                                  "KV group; ") +
                      (attention_mma_ && mma_device()
-                          ? "other steps (prompts, and decodes beside them) on f16 tensor cores, a tile of up to 16 "
-                            "rows of one sequence and one head a warp (attention_mma)"
+                          ? std::string("other steps (prompts, and decodes beside them) on f16 tensor cores, a tile of "
+                                        "up to 16 rows of one sequence and one head a warp (attention_mma)") +
+                                (attention_mma_shared_ ? ", keys and values staged in shared memory (attention_mma_shared)"
+                                                       : "")
                           : "other steps a block a row and head, f32 (attention_mma off, or a device before sm_80)") +
                      (merge_in_kernel_ ? "; a decode split into chunks merged by its last block (decode_merge_in_kernel)"
                                        : "; a decode split into chunks merged by a second kernel"));
@@ -455,6 +458,9 @@ class CudaBackend final : public Backend {
         {"", "mma_rows", ScheduleKey::Type::integer, 0, 4096, {}, int64_t(4),
          "decode-kernel matmuls of at least this many rows run on tensor cores (int8 MMA, 16 weight rows by up to 64 "
          "activation rows a warp, weights read once per 64 rows); fewer take the warp-per-row kernel (0: never)"},
+        {"", "attention_mma_shared", ScheduleKey::Type::boolean, 0, 0, {}, false,
+         "with attention_mma, where a block's 4 warps are 4 query heads of one KV head: each pass's keys and values "
+         "are staged in shared memory (cp.async, the next pass's in flight) and read as fragments by ldmatrix"},
         {"", "decode_merge_in_kernel", ScheduleKey::Type::boolean, 0, 0, {}, false,
          "a decode step's attention split into chunks is merged by the last block of each row to finish (an atomic "
          "ticket) instead of by a second kernel on the step's chain"},
@@ -493,6 +499,7 @@ class CudaBackend final : public Backend {
     sched.step_times = sr.boolean("step_times");
     sched.attention_mma = sr.boolean("attention_mma");
     sched.decode_merge_in_kernel = sr.boolean("decode_merge_in_kernel");
+    sched.attention_mma_shared = sr.boolean("attention_mma_shared");
     return std::make_unique<CudaPlan>(m, ws, sched);
   }
 };

@@ -35,7 +35,7 @@ struct CudaSchedule {
   int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
   bool decode_fusion = false, decode_rope_fold = false, programmatic_launch = false, gemm_f16_weights = false;
   bool mma_wide_split = false, gemv_resident = false, step_times = false, attention_mma = false;
-  bool decode_merge_in_kernel = false;
+  bool decode_merge_in_kernel = false, attention_mma_shared = false;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
@@ -181,6 +181,7 @@ class CudaPlan final : public Plan {
   bool f16_weights_ = false;          // every matmul weight has a resident f16 copy (gemm_f16_weights)
   bool attention_mma_ = false;        // prompts' attention on tensor cores (AttentionShape::tensor_cores)
   bool merge_in_kernel_ = false;      // AttentionShape::merge_in_kernel (decode_merge_in_kernel)
+  bool attention_mma_shared_ = false; // AttentionShape::mma_shared_kv (attention_mma_shared)
   DecodeFusion fusion_;
   std::unique_ptr<Gemm> gemm_;
   std::string no_gemm_;               // why gemm_ is null

@@ -152,8 +152,12 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
 
 AttentionShape CudaPlan::attention_shape(const ir::Op& attention) const {
   const auto aa = passes::attention_attrs(attention);
-  return {int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window), float(aa.scale),
-          float(aa.softcap), attention_mma_, merge_in_kernel_};
+  AttentionShape a{int(aa.n_head), int(aa.n_kv_head), int(aa.head_dim), int(aa.value_dim), int(aa.window),
+                   float(aa.scale), float(aa.softcap)};
+  a.tensor_cores = attention_mma_;
+  a.mma_shared_kv = attention_mma_shared_;
+  a.merge_in_kernel = merge_in_kernel_;
+  return a;
 }
 
 RopeSpec CudaPlan::rope_spec(const passes::LoweredOp& rope) const {

@@ -172,6 +172,9 @@ struct AttentionShape {
   // of decodes run attention_mma, on devices that have it (mma_device) and for head dims it has,
   // when they are of one sequence or the tables carry the host's tiles (StepTables::tiles).
   bool tensor_cores = false;
+  // The schedule's choice (key attention_mma_shared): the tensor-core kernel stages each pass's
+  // keys and values in shared memory for the block's warps (where they are 4 heads of one KV head).
+  bool mma_shared_kv = false;
   // The schedule's choice (key decode_merge_in_kernel): a decode step split into chunks has the
   // last of each row's blocks merge them (attention()'s counters), not a combine launch.
   bool merge_in_kernel = false;
