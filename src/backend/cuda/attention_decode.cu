@@ -43,6 +43,20 @@ __device__ __forceinline__ void halves_to_floats(const uint4& u, float (&f)[kLan
   }
 }
 
+// One (row, head)'s output from its merged accumulator and sum, a warp's lanes taking elements
+// lane, lane + 32, ...; and its q8_1 codes when q8 is set.
+template <int HD>
+__device__ __forceinline__ void write_head(const float (&o)[HD / kWarpSize], float lt, int64_t rh, float* out,
+                                           int8_t* q8, float2* q8_ds, int lane) {
+  const int64_t e = rh * HD;
+#pragma unroll
+  for (int i = 0; i < HD / kWarpSize; ++i) {
+    const float v = o[i] / lt;
+    out[e + lane + i * kWarpSize] = v;
+    if (q8) quantize_q8_1_block(v, q8 + e + lane + i * kWarpSize, q8_ds + e / 32 + i, lane);
+  }
+}
+
 // Block (row, KV head, part of its group) over chunk blockIdx.y of the row's positions. GM: the
 // most query heads a block computes (a power of two >= the heads it has, ng, a runtime count).
 template <int HD, int GM>
@@ -203,13 +217,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
 #pragma unroll
       for (int i = 0; i < VL; ++i) pr[2 + lane + i * kWarpSize] = o[i];
     } else {
-      const int64_t e = rh * HD;
-#pragma unroll
-      for (int i = 0; i < VL; ++i) {
-        const float v = o[i] / lt;
-        out[e + lane + i * kWarpSize] = v;
-        if (q8) quantize_q8_1_block(v, q8 + e + lane + i * kWarpSize, q8_ds + e / 32 + i, lane);
-      }
+      write_head<HD>(o, lt, rh, out, q8, q8_ds, lane);
     }
   }
   if (gridDim.y == 1 || !counters) return;
@@ -245,13 +253,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize)
 #pragma unroll
       for (int i = 0; i < VL; ++i) o[i] += __ldcg(pc + 2 + lane + i * kWarpSize) * w;
     }
-    const int64_t e = rh * HD;
-#pragma unroll
-    for (int i = 0; i < VL; ++i) {
-      const float v = o[i] / lt;
-      out[e + lane + i * kWarpSize] = v;
-      if (q8) quantize_q8_1_block(v, q8 + e + lane + i * kWarpSize, q8_ds + e / 32 + i, lane);
-    }
+    write_head<HD>(o, lt, rh, out, q8, q8_ds, lane);
   }
 }
 
