@@ -454,13 +454,17 @@ std::vector<float> Engine::evaluate(std::span<const int32_t> tokens, size_t firs
   return d.feed(tokens, first_row);
 }
 
+void Engine::check_tokens(std::span<const int32_t> tokens) const {
+  for (const int32_t t : tokens)
+    if (t < 0 || t >= vocab_) loom::fail("token id {} is outside the vocabulary of {}", t, vocab_);
+}
+
 std::vector<float> Engine::evaluate_side_by_side(std::span<const int32_t> tokens, int32_t n_seqs) {
   const size_t n = tokens.size(), V = size_t(vocab_);
   if (n_seqs < 1 || size_t(n_seqs) > n) loom::fail("{} sequences side by side need at least as many tokens, not {}", n_seqs, n);
   std::vector<size_t> begin(size_t(n_seqs) + 1);
   for (size_t k = 0; k <= size_t(n_seqs); ++k) begin[k] = n * k / size_t(n_seqs);
-  for (const int32_t t : tokens)
-    if (t < 0 || t >= vocab_) loom::fail("token id {} is outside the vocabulary of {}", t, vocab_);
+  check_tokens(tokens);
   int32_t need = 0;
   for (size_t k = 0; k < size_t(n_seqs); ++k) {
     if (int64_t(begin[k + 1] - begin[k]) > opts_.n_ctx)
@@ -537,8 +541,7 @@ void DirectSequence::feed(std::span<const int32_t> tokens, std::vector<float>& o
   if (int64_t(n_past_) + int64_t(tokens.size()) > e_.opts_.n_ctx)
     loom::fail("context length exceeded: {} tokens in the cache + {} new > context {} (raise -c)", n_past_,
                tokens.size(), e_.opts_.n_ctx);
-  for (const int32_t t : tokens)
-    if (t < 0 || t >= e_.vocab_) loom::fail("token id {} is outside the vocabulary of {}", t, e_.vocab_);
+  e_.check_tokens(tokens);
   const int32_t need = e_.blocks_for(n_past_ + int32_t(tokens.size())) - int32_t(blocks_.size());
   if (need > 0 && !e_.alloc_.reserve(need))
     loom::fail("KV pool full: {} more blocks needed, {} available ({} in use by requests)", need,

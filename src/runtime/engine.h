@@ -103,6 +103,7 @@ class Engine {
     std::chrono::steady_clock::time_point submitted;
   };
   std::string refusal(const Request& r) const;
+  void check_tokens(std::span<const int32_t> tokens) const;  // the direct paths: throws on an id outside the vocabulary
   int32_t blocks_for(int32_t positions) const { return (positions + opts_.block_size - 1) / opts_.block_size; }
   void take_incoming(std::vector<Event>& events);
   bool admit(Sequence& s);
