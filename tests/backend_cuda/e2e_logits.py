@@ -45,6 +45,9 @@ def logits(loom, model, tokens_file, backend, batch, out, program=None, kv_type=
     r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:  # loom's own message (an op the backend lacks, a device error) names the cause
         raise RuntimeError(f"{backend}: " + (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1])
+    for line in r.stderr.splitlines():  # a schedule key the plan could not honour ran another path
+        if line.startswith("warning: the schedule asks for"):
+            raise RuntimeError(f"{backend}: {line}")
     return np.fromfile(out, dtype=np.float32)
 
 
@@ -94,7 +97,8 @@ def main():
         f32_attention = program("f32attn", "attention_mma = false")
         merged = program("merged", "decode_merge_in_kernel = true")
         staged = program("staged", "attention_mma_shared = true")
-        prefill = None
+        persistent = program("persistent", "decode_persistent = true")
+        prefill = decode = None
         runs = ((0, None, "prefill"), (5, None, "steps of 5"), (32, None, "steps of 32"), (1, None, "decode"),
                 (1, unfused, "decode unfused"), (1, merged, "decode, decode_merge_in_kernel = true"),
                 (0, f32_attention, "prefill, attention_mma = false"), (0, staged, "prefill, attention_mma_shared = true"),
@@ -108,11 +112,27 @@ def main():
                 continue
             if batch == 0 and program_file is None:
                 prefill = got
+            if batch == 1 and program_file is None:
+                decode = got
             r = compare(ref, got, a.tokens)
             r.update(model=a.model, mode=mode, tokens=a.tokens)
             r["pass"] = r["finite"] and r["mean_kl"] <= 0.01
             ok &= r["pass"]
             print(json.dumps(r))
+        # The persistent decode step (decode_persistent) computes what the launched kernels do, in
+        # their order: the decode's logits, bit for bit (and within the gate, like every mode).
+        mode = "decode, decode_persistent = true: the decode's bits"
+        try:
+            got = logits(a.loom, a.model, tf, "cuda", 1, f"{d}/persistent.f32", persistent)
+            r = compare(ref, got, a.tokens)
+            same = decode is not None and bool(np.array_equal(got, decode))
+            r.update(model=a.model, mode=mode, tokens=a.tokens, same_bits=same,
+                     max_abs_vs_decode=float(np.max(np.abs(got - decode))) if decode is not None else None)
+            r["pass"] = same and r["finite"] and r["mean_kl"] <= 0.01
+        except RuntimeError as e:
+            r = {"model": a.model, "mode": mode, "error": str(e), "pass": False}
+        ok &= r["pass"]
+        print(json.dumps(r))
         # Rows of three sequences sharing steps as a server's do (each step a decode row of the
         # first beside chunks of up to 19 rows of the other two: the attention's tiles of runs of
         # one sequence, a step of 39 rows launched plainly and one of 27 from a graph), against the

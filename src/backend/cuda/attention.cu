@@ -182,6 +182,12 @@ size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const
   return chunks <= 1 ? 0 : size_t(rows * a.n_head) * size_t(chunks) * size_t(a.value_dim + 2);
 }
 
+int decode_chunks(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows, size_t scratch_floats) {
+  if (!decode_step(a, st, rows)) return 0;
+  const size_t need = attention_scratch_floats(a, kv, st, rows);
+  return need > 0 && need <= scratch_floats ? split_chunks(a, kv, st, rows) : 1;
+}
+
 size_t attention_counter_words(const AttentionShape& a, int64_t rows) {
   return a.merge_in_kernel && a.n_kv > 0 ? size_t(rows * a.n_kv * group_parts(a)) : 0;
 }
@@ -193,9 +199,7 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
   if (rows <= 0) return;
   const int hd = a.head_dim, vd = a.value_dim;
   if (hd != vd) cuda_invalid("attention: head_dim != value_dim has no kernel");
-  if (decode_step(a, st, rows)) {
-    const size_t need = attention_scratch_floats(a, kv, st, rows);
-    const int chunks = scratch && need > 0 && need <= scratch_floats ? split_chunks(a, kv, st, rows) : 1;
+  if (const int chunks = decode_chunks(a, kv, st, rows, scratch ? scratch_floats : 0)) {
     decode_attention(a, kv, st, q, out, rows, chunks, scratch, a.merge_in_kernel ? counters : nullptr, q8, q8_ds, s);
     return;
   }

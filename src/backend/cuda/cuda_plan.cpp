@@ -35,7 +35,9 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
     : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
       mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow),
       attention_mma_(sched.attention_mma), merge_in_kernel_(sched.decode_merge_in_kernel),
-      attention_mma_shared_(sched.attention_mma_shared), times_(sched.step_times) {
+      attention_mma_shared_(sched.attention_mma_shared), persistent_(sched.decode_persistent && sched.decode_fusion &&
+                                                                      sched.decode_rope_fold),
+      times_(sched.step_times) {
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   layers_ = kv_layers_of(m);
   vocab_ = low_.cols.at(size_t(low_.result));
@@ -367,11 +369,12 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
     attn_counters_ = DeviceBuffer(attn_words * sizeof(unsigned) * 2);
     LOOM_CUDA_CHECK(cudaMemsetAsync(attn_counters_.get(), 0, attn_counters_.bytes(), stream_));
   }
+  persistent_key_ = {T, kept, max_blocks, row_seqs == 1 ? 1 : row_seqs == T ? 2 : 0, kv->serial(), arena_.get(),
+                     step_ints_.get()};
+  if (persistent_ && T == 1 && kept == 1) prepare_persistent(*kv, tables);  // outside any capture
   auto step = [&] {
     if (T <= graph_rows_)
-      replay({T, kept, max_blocks, row_seqs == 1 ? 1 : row_seqs == T ? 2 : 0, kv->serial(), arena_.get(),
-              step_ints_.get()},
-             *kv, tables, T, kept);
+      replay(persistent_key_, *kv, tables, T, kept);
     else
       enqueue(*kv, tables, T, kept);
   };
@@ -475,6 +478,10 @@ class CudaBackend final : public Backend {
         {"", "gemv_resident", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "the warp-per-row matmuls launch as many warps as the device holds at once, each streaming an even range of "
          "rows with its loads a few steps ahead (false: one tile a warp, a pair of rows or a gate row and its up row)"},
+        {"", "decode_persistent", ScheduleKey::Type::boolean, 0, 0, {}, false,
+         "with decode_fusion and decode_rope_fold, a one-row step after its embedding runs as one kernel of resident "
+         "blocks whose phases (the fused launches) meet at a grid barrier; each block stages a matmul's input row "
+         "(through its RMS norm) in shared memory itself. The same bits; steps it cannot hold run launched"},
         {"", "step_times", ScheduleKey::Type::boolean, 0, 0, {}, false,
          "a diagnostic: time each one-row step (host, device by stream events, waiting, between steps) and print "
          "the medians to stderr when the plan ends"}};
@@ -500,6 +507,7 @@ class CudaBackend final : public Backend {
     sched.attention_mma = sr.boolean("attention_mma");
     sched.decode_merge_in_kernel = sr.boolean("decode_merge_in_kernel");
     sched.attention_mma_shared = sr.boolean("attention_mma_shared");
+    sched.decode_persistent = sr.boolean("decode_persistent");
     return std::make_unique<CudaPlan>(m, ws, sched);
   }
 };

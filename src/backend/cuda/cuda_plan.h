@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/decode_fusion.h"
+#include "backend/cuda/decode_persistent.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
@@ -35,7 +36,7 @@ struct CudaSchedule {
   int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
   bool decode_fusion = false, decode_rope_fold = false, programmatic_launch = false, gemm_f16_weights = false;
   bool mma_wide_split = false, gemv_resident = false, step_times = false, attention_mma = false;
-  bool decode_merge_in_kernel = false, attention_mma_shared = false;
+  bool decode_merge_in_kernel = false, attention_mma_shared = false, decode_persistent = false;
 };
 
 // Pool memory of one paged KV cache: per layer, n_blocks * block_size key and value rows.
@@ -148,15 +149,31 @@ class CudaPlan final : public Plan {
   void enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept);
   void run_op(int i, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows);
   bool run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows);
+  // A matmuls step's launch (run_fused, and a persistent step's phase): its parts and epilogue.
+  struct MatmulStep {
+    int64_t K = 0;
+    int input = -1;                  // the value the matmuls read
+    std::vector<MatmulPart> parts;
+    MatmulEpilogue e = MatmulEpilogue::store;
+    bool gated_q8 = false;           // the gated output also in q8_1 (the decode fusion's gated_q8)
+    RopeKvOut rope_kv;               // when roped_attention >= 0
+    int roped_attention = -1;        // the attention whose ropes and KV store the epilogue does
+  };
+  MatmulStep matmul_step(const FusedStep& st, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows) const;
   bool q8_path(int64_t rows) const { return !(gemm_ && rows > gemm_rows_); }
   const Q8Buffer& quantize_for(int value, int64_t K, int64_t rows);
   RopeSpec rope_spec(const passes::LoweredOp& rope) const;  // a rope op's, for the fused kernels
   AttentionShape attention_shape(const ir::Op& attention) const;
   void replay(const GraphKey& key, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t kept);
+  // decode_persistent: the step of this key as one kernel (built and uploaded once per key, before
+  // any capture), or why not (explain_, once).
+  void prepare_persistent(CudaKvStorage& kv, const StepTables& tables);
+  std::string build_persistent(CudaKvStorage& kv, const StepTables& tables, PersistentStep& out);
   void drop_graphs() {
     for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
     graphs_.clear();
     seen_once_.clear();
+    persistent_steps_.clear();
   }
 
   passes::Lowering low_;
@@ -182,6 +199,11 @@ class CudaPlan final : public Plan {
   bool attention_mma_ = false;        // prompts' attention on tensor cores (AttentionShape::tensor_cores)
   bool merge_in_kernel_ = false;      // AttentionShape::merge_in_kernel (decode_merge_in_kernel)
   bool attention_mma_shared_ = false; // AttentionShape::mma_shared_kv (attention_mma_shared)
+  bool persistent_ = false;           // decode_persistent (with decode_fusion and decode_rope_fold)
+  bool persistent_refused_ = false;   // a step could not run persistent: said once in explain_
+  GraphKey persistent_key_{};         // the current step's key (submit)
+  std::map<GraphKey, PersistentStep> persistent_steps_;
+  int persistent_prefix_ = 0;         // fused steps before the persistent kernel (the embedding)
   DecodeFusion fusion_;
   std::unique_ptr<Gemm> gemm_;
   std::string no_gemm_;               // why gemm_ is null

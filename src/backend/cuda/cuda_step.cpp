@@ -6,6 +6,8 @@
 // norm, an attention, a gated matmul, an earlier matmul of the same input) already did.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_plan.h"
 #include "backend/cuda/programmatic_launch.h"
@@ -47,6 +49,18 @@ void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, i
     q8_[0].value = q8_[1].value = -1;
   };
   if (!low_.has_mixing()) drop_rows();
+  if (T == 1 && kept == 1 && persistent_) {  // decode_persistent: the embedding, then one kernel
+    const auto it = persistent_steps_.find(persistent_key_);
+    if (it != persistent_steps_.end()) {
+      for (int s = 0; s < persistent_prefix_; ++s) {
+        const FusedStep& st = fusion_.steps[size_t(s)];
+        if (!run_fused(st, kv, tables, T, rows))
+          for (int i : st.ops) run_op(i, kv, tables, T, rows);
+      }
+      it->second.launch(stream_);
+      return;
+    }
+  }
   for (int s = 0; s < int(fusion_.steps.size()); ++s) {
     const FusedStep& st = fusion_.steps[size_t(s)];
     if (!run_fused(st, kv, tables, T, rows))
@@ -64,65 +78,71 @@ const Q8Buffer& CudaPlan::quantize_for(int v, int64_t K, int64_t rows) {
   return q8_[0];
 }
 
+CudaPlan::MatmulStep CudaPlan::matmul_step(const FusedStep& st, CudaKvStorage& kv, const StepTables& tables, int64_t T,
+                                           int64_t rows) const {
+  MatmulStep m;
+  const passes::LoweredOp& first = low_.ops[size_t(st.ops[0])];
+  m.K = weights_.at(first.in[1].weight).cols;
+  m.input = first.in[0].value;
+  const int n_mm = int(st.ops.size()) - (st.epilogue_op >= 0 ? 1 : 0);
+  auto part_of = [&](int i) {
+    const passes::LoweredOp& lo = low_.ops[size_t(i)];
+    const DeviceWeight& w = weights_.at(lo.in[1].weight);
+    return MatmulPart{w.type, w.packed, w.packed_row_bytes, w.rows, value(lo.out), lo.cols};
+  };
+  if (st.epilogue_op < 0) {
+    for (int j = 0; j < n_mm; ++j) m.parts.push_back(part_of(st.ops[size_t(j)]));
+    if (st.rope_attention >= 0 && rows == 1 && T == 1) {  // rope + KV store in the epilogue
+      const passes::LoweredOp& at = low_.ops[size_t(st.rope_attention)];
+      const passes::LoweredOp &rq = low_.ops[size_t(fusion_.def_op[size_t(at.in[0].value)])],
+                              &rk = low_.ops[size_t(fusion_.def_op[size_t(at.in[1].value)])];
+      m.rope_kv.rope = rope_spec(rq);
+      m.rope_kv.kv = kv.layer(passes::attention_attrs(*at.op).layer);
+      m.rope_kv.st = tables;
+      for (int j = 0; j < n_mm; ++j) {
+        const int out = low_.ops[size_t(st.ops[size_t(j)])].out;
+        MatmulPart& p = m.parts[size_t(j)];
+        if (out == rq.in[0].value) p.out = MatmulPart::Out::rope_q, p.y = value(rq.out), p.ldy = rq.cols;
+        else if (out == rk.in[0].value) p.out = MatmulPart::Out::rope_k, p.y = nullptr;
+        else if (out == at.in[2].value) p.out = MatmulPart::Out::kv_v, p.y = nullptr;
+      }
+      m.roped_attention = st.rope_attention;
+    }
+  } else {
+    const passes::LoweredOp& ep = low_.ops[size_t(st.epilogue_op)];
+    if (ep.code == Opcode::add) {  // one projection + its residual, into the add's output
+      MatmulPart p = part_of(st.ops[0]);
+      const int mm_out = low_.ops[size_t(st.ops[0])].out;
+      const int res = ep.in[0].value == mm_out ? ep.in[1].value : ep.in[0].value;
+      p.y = value(ep.out);
+      p.ldy = ep.cols;
+      p.residual = value(res);
+      p.ld_residual = low_.cols[size_t(res)];
+      m.parts.push_back(p);
+    } else {  // gate and up, into the gated op's output
+      const int gate = low_.ops[size_t(st.ops[0])].out == ep.in[0].value ? st.ops[0] : st.ops[1];
+      const int up = gate == st.ops[0] ? st.ops[1] : st.ops[0];
+      m.parts = {part_of(gate), part_of(up)};
+      m.parts[0].y = value(ep.out);
+      m.parts[0].ldy = ep.cols;
+      m.e = ep.code == Opcode::swiglu ? MatmulEpilogue::swiglu : MatmulEpilogue::geglu;
+      m.gated_q8 = fusion_.gated_q8[size_t(st.epilogue_op)];
+    }
+  }
+  return m;
+}
+
 bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTables& tables, int64_t T, int64_t rows) {
   if (st.kind == FusedStep::Kind::matmuls) {
     if (!q8_path(rows)) return false;
-    const passes::LoweredOp& first = low_.ops[size_t(st.ops[0])];
-    const int64_t K = weights_.at(first.in[1].weight).cols;
-    const int n_mm = int(st.ops.size()) - (st.epilogue_op >= 0 ? 1 : 0);
-    auto part_of = [&](int i) {
-      const passes::LoweredOp& lo = low_.ops[size_t(i)];
-      const DeviceWeight& w = weights_.at(lo.in[1].weight);
-      return MatmulPart{w.type, w.packed, w.packed_row_bytes, w.rows, value(lo.out), lo.cols};
-    };
-    const Q8Buffer& x = quantize_for(first.in[0].value, K, rows);
+    const MatmulStep m = matmul_step(st, kv, tables, T, rows);
+    const Q8Buffer& x = quantize_for(m.input, m.K, rows);
     Q8Buffer& spare = &x == &q8_[0] ? q8_[1] : q8_[0];  // for the output's q8_1 form
-    std::vector<MatmulPart> parts;
-    MatmulEpilogue e = MatmulEpilogue::store;
     GatedQ8 gq8;
-    RopeKvOut rope_kv;
-    const RopeKvOut* rope = nullptr;
-    if (st.epilogue_op < 0) {
-      for (int j = 0; j < n_mm; ++j) parts.push_back(part_of(st.ops[size_t(j)]));
-      if (st.rope_attention >= 0 && rows == 1 && T == 1) {  // rope + KV store in the epilogue
-        const passes::LoweredOp& at = low_.ops[size_t(st.rope_attention)];
-        const passes::LoweredOp &rq = low_.ops[size_t(fusion_.def_op[size_t(at.in[0].value)])],
-                                &rk = low_.ops[size_t(fusion_.def_op[size_t(at.in[1].value)])];
-        rope_kv.rope = rope_spec(rq);
-        rope_kv.kv = kv.layer(passes::attention_attrs(*at.op).layer);
-        rope_kv.st = tables;
-        for (int j = 0; j < n_mm; ++j) {
-          const int out = low_.ops[size_t(st.ops[size_t(j)])].out;
-          MatmulPart& p = parts[size_t(j)];
-          if (out == rq.in[0].value) p.out = MatmulPart::Out::rope_q, p.y = value(rq.out), p.ldy = rq.cols;
-          else if (out == rk.in[0].value) p.out = MatmulPart::Out::rope_k, p.y = nullptr;
-          else if (out == at.in[2].value) p.out = MatmulPart::Out::kv_v, p.y = nullptr;
-        }
-        rope = &rope_kv;
-        roped_attention_ = st.rope_attention;
-      }
-    } else {
-      const passes::LoweredOp& ep = low_.ops[size_t(st.epilogue_op)];
-      if (ep.code == Opcode::add) {  // one projection + its residual, into the add's output
-        MatmulPart p = part_of(st.ops[0]);
-        const int mm_out = low_.ops[size_t(st.ops[0])].out;
-        const int res = ep.in[0].value == mm_out ? ep.in[1].value : ep.in[0].value;
-        p.y = value(ep.out);
-        p.ldy = ep.cols;
-        p.residual = value(res);
-        p.ld_residual = low_.cols[size_t(res)];
-        parts.push_back(p);
-      } else {  // gate and up, into the gated op's output
-        const int gate = low_.ops[size_t(st.ops[0])].out == ep.in[0].value ? st.ops[0] : st.ops[1];
-        const int up = gate == st.ops[0] ? st.ops[1] : st.ops[0];
-        parts = {part_of(gate), part_of(up)};
-        parts[0].y = value(ep.out);
-        parts[0].ldy = ep.cols;
-        e = ep.code == Opcode::swiglu ? MatmulEpilogue::swiglu : MatmulEpilogue::geglu;
-        if (fusion_.gated_q8[size_t(st.epilogue_op)]) gq8 = {spare.q(), spare.ds(), gated_counters_.get<int>()};
-      }
-    }
-    matmul_q8_parts(parts.data(), int(parts.size()), e, K, x.q(), x.ds(), rows, stream_, gq8, mma(), gemv_warps_, rope);
+    if (m.gated_q8) gq8 = {spare.q(), spare.ds(), gated_counters_.get<int>()};
+    if (m.roped_attention >= 0) roped_attention_ = m.roped_attention;
+    matmul_q8_parts(m.parts.data(), int(m.parts.size()), m.e, m.K, x.q(), x.ds(), rows, stream_, gq8, mma(), gemv_warps_,
+                    m.roped_attention >= 0 ? &m.rope_kv : nullptr);
     if (gq8.codes) spare.value = low_.ops[size_t(st.epilogue_op)].out;
     return true;
   }
@@ -148,6 +168,96 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
     return true;
   }
   return false;
+}
+
+void CudaPlan::prepare_persistent(CudaKvStorage& kv, const StepTables& tables) {
+  if (persistent_steps_.count(persistent_key_)) return;
+  PersistentStep ps;
+  const std::string why = build_persistent(kv, tables, ps);
+  if (!why.empty()) {  // a property of the program: every one-row step runs launched, said once
+    persistent_ = false;
+    explain_.push_back("decode_persistent: one-row steps run launched: " + why);
+    fmt::print(stderr, "warning: the schedule asks for decode_persistent; one-row steps run launched: {}\n", why);
+    return;
+  }
+  ps.upload();
+  if (persistent_steps_.size() >= 32) persistent_steps_.clear();
+  persistent_steps_.emplace(persistent_key_, std::move(ps));
+}
+
+// The phases of a one-row step after its embedding: each norm_q8 norm joins the matmuls that read
+// it (their blocks stage the normalised row), each matmuls step is a phase, each attention (its
+// ropes and KV store done by the q/k/v phase) an attention phase and, over several chunks, a
+// merge. Anything else keeps the step launched, and the reason is returned.
+std::string CudaPlan::build_persistent(CudaKvStorage& kv, const StepTables& tables, PersistentStep& out) {
+  if (!q8_path(1)) return "one-row matmuls run on the GEMM (gemm_rows = 0)";
+  const auto& steps = fusion_.steps;
+  size_t s = 0;
+  while (s < steps.size() && steps[s].kind == FusedStep::Kind::op && low_.ops[size_t(steps[s].ops[0])].code == Opcode::embed)
+    ++s;
+  persistent_prefix_ = int(s);
+  struct Norm {
+    int in = -1, out = -1;
+    const float* w = nullptr;
+    float eps = 0;
+  } norm;
+  int roped = -1;
+  for (; s < steps.size(); ++s) {
+    const FusedStep& st = steps[s];
+    if (st.kind == FusedStep::Kind::op) {
+      const int i = st.ops[0];
+      const passes::LoweredOp& lo = low_.ops[size_t(i)];
+      if (lo.code == Opcode::rms_norm && fusion_.norm_q8[size_t(i)] && norm.out < 0) {
+        const DeviceWeight& w = weight(lo.in[1], *lo.op);
+        if (w.cols != lo.cols) return fmt::format("%{}: a norm weight narrower than its row", lo.op->result);
+        norm = {lo.in[0].value, lo.out, reinterpret_cast<const float*>(w.data), float(passes::norm_eps(*lo.op))};
+        continue;
+      }
+      return fmt::format("%{} ({}) has no phase of its own", lo.op->result, lo.op->opcode);
+    }
+    if (st.kind == FusedStep::Kind::matmuls) {
+      const MatmulStep m = matmul_step(st, kv, tables, 1, 1);
+      PersistentMatmul pm;
+      pm.parts = m.parts;
+      pm.e = m.e;
+      pm.K = m.K;
+      pm.rope = m.roped_attention >= 0 ? &m.rope_kv : nullptr;
+      if (norm.out >= 0) {
+        if (m.input != norm.out) return "a norm whose row the matmuls after it do not read";
+        for (size_t i = 0; i < low_.ops.size(); ++i)  // its f32 output is never written: no other reader
+          for (const auto& o : low_.ops[i].in)
+            if (o.value == norm.out && std::find(st.ops.begin(), st.ops.end(), int(i)) == st.ops.end())
+              return fmt::format("%{}: a norm read by more than the matmuls after it", low_.ops[i].op->result);
+        pm.x = value(norm.in);
+        pm.norm = norm.w;
+        pm.eps = norm.eps;
+        norm = {};
+      } else {
+        pm.x = value(m.input);
+      }
+      if (std::string why = PersistentStep::unsupported(pm); !why.empty()) return why;
+      out.add(pm);
+      roped = m.roped_attention;
+      continue;
+    }
+    const passes::LoweredOp& at = low_.ops[size_t(st.ops.back())];  // rope_attention
+    if (roped != st.ops.back()) return "an attention whose ropes the q/k/v launch does not do (neox rotary pairs)";
+    const int rq = low_.ops[size_t(st.ops[0])].out == at.in[0].value ? st.ops[0] : st.ops[1];
+    PersistentAttention pa;
+    pa.a = attention_shape(*at.op);
+    pa.kv = kv.layer(passes::attention_attrs(*at.op).layer);
+    pa.st = tables;
+    pa.q = value(low_.ops[size_t(rq)].out);
+    pa.out = value(at.out);
+    pa.scratch = attn_scratch_.get<float>();
+    pa.chunks = decode_chunks(pa.a, pa.kv, tables, 1, attn_scratch_.bytes() / sizeof(float));
+    if (pa.chunks < 1) return "an attention without the decode kernel";
+    if (std::string why = PersistentStep::unsupported(pa); !why.empty()) return why;
+    out.add(pa);
+    roped = -1;
+  }
+  if (norm.out >= 0) return "a norm at the end of the step";
+  return "";
 }
 
 AttentionShape CudaPlan::attention_shape(const ir::Op& attention) const {

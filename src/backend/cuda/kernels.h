@@ -195,6 +195,9 @@ void attention(const AttentionShape& a, const KvView& kv, const StepTables& st, 
                float2* q8_ds = nullptr, unsigned* counters = nullptr);
 size_t attention_scratch_floats(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows);
 size_t attention_counter_words(const AttentionShape& a, int64_t rows);
+// The chunks attention() splits a decode step's rows into with this much scratch (1: none; 0:
+// not a step of the decode kernel).
+int decode_chunks(const AttentionShape& a, const KvView& kv, const StepTables& st, int64_t rows, size_t scratch_floats);
 // The tensor-core kernel attention() picks for a prompt (attention_mma.cu): a warp takes 16
 // rows and one query head, queries and probabilities in f16 on MMAs with f32 sums, the softmax
 // in f32. Any step (tests call it directly): tiles of the host's (StepTables::tiles), else of

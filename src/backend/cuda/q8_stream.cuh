@@ -224,13 +224,14 @@ constexpr int kDepth = T == TensorType::Q4_0 || T == TensorType::Q4_1 ? 4
 // is ceil(units / 32) steps (a ragged last step's spare lanes reread the last unit and add
 // nothing), and the rows of a tile share the step's activations. The loads of a step are issued
 // kDepth - 1 steps before its dot products, across tile boundaries, each into the slot the step
-// before it has finished with; the first steps' loads are issued before wait_previous_kernel
-// (weights only: nothing a previous kernel writes). At the end of tile i every lane holds its
-// rows' warp-summed dots and calls finish(i, acc). Each lane adds its units in ascending order,
-// so a row's sums depend neither on the range nor on the tile it is in.
-template <TensorType T, int R, int P, class RowAt, class Finish>
+// before it has finished with; the first steps' loads are issued before wait() (weights only:
+// nothing the work before writes; a kernel's wait is wait_previous_kernel, a persistent step's
+// phase its grid barrier), which every warp calls once. At the end of tile i every lane holds
+// its rows' warp-summed dots and calls finish(i, acc). Each lane adds its units in ascending
+// order, so a row's sums depend neither on the range nor on the tile it is in.
+template <TensorType T, int R, int P, class RowAt, class Finish, class Wait>
 __device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& x, int lane, RowAt row_at,
-                                             Finish finish) {
+                                             Finish finish, Wait wait) {
   using W = Unit<T>;
   constexpr int D = R == 1 ? kDepth<T> : 2;  // several activation rows: their loads take the registers
   static_assert(D >= 2, "a step refills the slot of the step before it");
@@ -257,7 +258,7 @@ __device__ __forceinline__ void stream_tiles(int tiles, int64_t K, const XRows& 
 #pragma unroll
   for (int d = 0; d < D - 1; ++d)
     if (d < total) load_next(buf[d]);
-  wait_previous_kernel();
+  wait();
   float acc[R][P];
 #pragma unroll
   for (int r = 0; r < R; ++r)

@@ -1,0 +1,386 @@
+// The persistent decode step (decode_persistent.h): one kernel of resident blocks walks the
+// step's phases, a grid barrier between each two. The phases are the launched path's own device
+// code: matmul_warp (matmul_q8.cuh) on the same warp ranges' arithmetic, decode_attention_block
+// and combine_head (attention_decode.cuh); what changes is where a matmul reads its input — each
+// block quantizes the row into shared memory after the barrier (through the RMS norm where the
+// launched path ran rms_norm_q8), in the order rms_norm_q8 and quantize_q8_1 use, so the codes
+// are the same.
+//
+// Memory order across the barrier: a block's writes are ordered before its arrival by
+// __syncthreads and a fence (thread 0 then adds to the counter); a block leaves the wait after
+// thread 0 has seen every arrival and fenced, then __syncthreads — the pattern of cooperative
+// groups' grid sync. Data written within the kernel is never read through the read-only path
+// (no __restrict__ on those pointers; the staged rows are read with __ldcg). The blocks must all
+// be resident at once: the grid is the occupancy times the multiprocessors, launched plainly
+// after the kernel before it has finished; a wait that lasts seconds traps instead of hanging.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/check.h"
+#include "backend/cuda/decode_persistent.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/matmul_q8.cuh"
+#include "backend/cuda/q8_1.cuh"
+#include "backend/cuda/warp.cuh"
+
+namespace loom::backend::cuda {
+
+namespace {
+
+constexpr int kThreads = kWarpsPerBlock * kWarpSize;
+constexpr int kNormThreads = 256;  // rms_norm_q8's block: its sum of squares adds in this order
+constexpr long long kHangCycles = 20'000'000'000LL;  // ~10 s at 2 GHz: a barrier that never fills
+
+enum class PhaseKind : int32_t { matmul, attention, merge };
+
+struct MatmulPhase {
+  Parts groups[kMaxParts];        // one a weight type among the parts (gated: gate and up, one type)
+  int64_t group_end[kMaxParts];   // warps [group_end[i - 1], group_end[i]) run group i
+  int n_groups;
+  Epi epi;
+  int64_t K;
+  const float* x;
+  const float* norm;
+  float eps;
+};
+struct AttentionPhase {
+  AttentionShape a;
+  KvView kv;
+  StepTables st;
+  const float* q;
+  float* out;
+  float* part;  // chunks > 1
+  int chunks, items;
+};
+struct MergePhase {
+  const float* part;
+  float* out;
+  int chunks;
+  int64_t heads;
+};
+struct Phase {
+  PhaseKind kind;
+  MatmulPhase mm;
+  AttentionPhase at;
+  MergePhase mg;
+};
+
+// block_sum_squares<NT> (warp.cuh) of a block of NT threads, worked by this block's kThreads:
+// thread t does the partial sums of threads t, t + kThreads, ... in their order, and the warps'
+// sums meet in the same order, so the total has rms_norm_q8's bits. x is read past L1.
+template <int NT>
+__device__ __forceinline__ float sum_squares_as(const float* x, int64_t n) {
+  static_assert(NT % kThreads == 0 && NT / kWarpSize <= kWarpSize, "whole blocks of this one's threads");
+  __shared__ float partial[NT / kWarpSize];
+  const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+  for (int m = 0; m < NT / kThreads; ++m) {
+    const int vt = threadIdx.x + m * kThreads;
+    float sum = 0.f;
+    int64_t c = vt;
+    for (; c + 7 * int64_t(NT) < n; c += 8 * int64_t(NT)) {
+      float v[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = __ldcg(x + c + i * int64_t(NT));
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum += v[i] * v[i];
+    }
+    for (; c < n; c += NT) {
+      const float v = __ldcg(x + c);
+      sum += v * v;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) partial[vt / kWarpSize] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x < kWarpSize) {
+    float v = threadIdx.x < NT / kWarpSize ? partial[threadIdx.x] : 0.f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  return partial[0];
+}
+
+// The phase's input row as q8_1 in shared memory (codes, then the 32-blocks' scales), through
+// the RMS norm first where the phase has one: rms_norm_q8's values, quantize_q8_1_block's codes.
+__device__ __forceinline__ void stage_row(const MatmulPhase& m, int8_t* codes, float2* ds) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const float* x = m.x;
+  const float* w = m.norm;
+  const float s = w ? rsqrtf(sum_squares_as<kNormThreads>(x, m.K) / float(m.K) + m.eps) : 1.f;
+  for (int64_t b = warp; b < m.K / kQ8Block; b += kWarpsPerBlock) {
+    const int64_t c = b * kQ8Block + lane;
+    const float xv = __ldcg(x + c);
+    quantize_q8_1_block(w ? xv * s * w[c] : xv, codes + c, ds + b, lane);
+  }
+}
+
+// The grid barrier: every block adds one to *bar as it leaves a phase; a phase's work after its
+// wait sees everything the phases before it wrote.
+__device__ __forceinline__ void grid_arrive(unsigned* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(bar, 1u);
+  }
+}
+__device__ __forceinline__ void grid_wait(const unsigned* bar, unsigned target) {
+  if (threadIdx.x == 0) {
+    const long long t0 = clock64();
+    while (*reinterpret_cast<const volatile unsigned*>(bar) < target)
+      if (clock64() - t0 > kHangCycles) __trap();  // a block that never became resident
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// Each (type, epilogue)'s warp in a function of its own: inlined side by side into one kernel,
+// the 21 loops' registers spilled (ptxas: a 1.5 KB stack frame); called, each is allocated alone
+// within the kernel's 128 registers, as its own kernel is.
+template <TensorType T, Epi E, class Wait>
+__device__ __noinline__ void matmul_call(const Parts& P, const XRows& x, int64_t g, int lane, Wait wait) {
+  matmul_warp<T, 1, E>(P, x, g, lane, wait);
+}
+
+template <TensorType T, class Wait>
+__device__ __forceinline__ void matmul_typed(Epi e, const Parts& P, const XRows& x, int64_t g, int lane, Wait wait) {
+  switch (e) {
+    case Epi::rope_kv: return matmul_call<T, Epi::rope_kv>(P, x, g, lane, wait);
+    case Epi::gated: return matmul_call<T, Epi::gated>(P, x, g, lane, wait);
+    default: return matmul_call<T, Epi::store>(P, x, g, lane, wait);
+  }
+}
+
+template <int HD, int GM>
+__device__ __noinline__ void attention_items(const AttentionPhase& at) {
+  const int groups = at.items / at.chunks;
+  for (int item = blockIdx.x; item < at.items; item += gridDim.x) {
+    decode_attention_block<HD, GM>(at.a, at.kv, at.st, at.q, at.out, nullptr, nullptr, at.part, nullptr,
+                                   unsigned(item % groups), unsigned(item / groups), unsigned(at.chunks));
+    __syncthreads();  // its shared memory is the next item's
+  }
+}
+
+// Warp g's part of a matmul phase: its type group's matmul_warp, whose wait is the barrier and
+// then the block's staging of the input row.
+template <class Barrier>
+__device__ __forceinline__ void matmul_phase(const MatmulPhase& m, int64_t g, int lane, uint8_t* stage,
+                                             Barrier barrier) {
+  int8_t* codes = reinterpret_cast<int8_t*>(stage);
+  float2* ds = reinterpret_cast<float2*>(stage + m.K);
+  const XRows x{codes, ds, m.K};
+  auto wait = [&] {
+    barrier();
+    stage_row(m, codes, ds);
+    __syncthreads();
+  };
+  int gi = -1;
+  int64_t first = 0;
+  for (int i = 0; i < m.n_groups; ++i) {
+    if (g < m.group_end[i]) {
+      gi = i;
+      break;
+    }
+    first = m.group_end[i];
+  }
+  if (gi < 0) return wait();
+  const Parts& P = m.groups[gi];
+  const int64_t j = g - first;
+  switch (P.p[0].type) {
+    case TensorType::Q4_0: return matmul_typed<TensorType::Q4_0>(m.epi, P, x, j, lane, wait);
+    case TensorType::Q4_1: return matmul_typed<TensorType::Q4_1>(m.epi, P, x, j, lane, wait);
+    case TensorType::Q5_0: return matmul_typed<TensorType::Q5_0>(m.epi, P, x, j, lane, wait);
+    case TensorType::Q8_0: return matmul_typed<TensorType::Q8_0>(m.epi, P, x, j, lane, wait);
+    case TensorType::Q4_K: return matmul_typed<TensorType::Q4_K>(m.epi, P, x, j, lane, wait);
+    case TensorType::Q5_K: return matmul_typed<TensorType::Q5_K>(m.epi, P, x, j, lane, wait);
+    case TensorType::Q6_K: return matmul_typed<TensorType::Q6_K>(m.epi, P, x, j, lane, wait);
+    default: return wait();  // the host admits none other
+  }
+}
+
+// HD, GM: the attention phases' head_dim and group size (decode_attention_block's).
+template <int HD, int GM>
+__global__ void __launch_bounds__(kThreads, 4)
+    decode_persistent_kernel(const Phase* __restrict__ phases, int n, unsigned* bar) {
+  extern __shared__ __align__(16) uint8_t stage[];
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  for (int i = 0; i < n; ++i) {
+    const Phase& ph = phases[i];
+    const unsigned target = unsigned(i) * gridDim.x;  // every block's arrivals from the phases before
+    auto barrier = [&] { grid_wait(bar, target); };
+    if (ph.kind == PhaseKind::matmul) {
+      matmul_phase(ph.mm, g, lane, stage, barrier);
+    } else if (ph.kind == PhaseKind::attention) {
+      barrier();
+      attention_items<HD, GM>(ph.at);
+    } else {
+      const MergePhase& mg = ph.mg;
+      barrier();
+      for (int64_t h = blockIdx.x; h < mg.heads; h += gridDim.x) combine_head<HD>(mg.part, mg.chunks, mg.out, nullptr, nullptr, h);
+    }
+    grid_arrive(bar);
+  }
+}
+
+using KernelFn = void (*)(const Phase*, int, unsigned*);
+
+// The instantiations: the head_dim and group size of the llama shapes (a group's heads rounded up
+// to a power of two, as attention_decode.cu's launch does).
+KernelFn kernel_for(int hd, int gm) {
+  if (hd == 64 && gm == 4) return decode_persistent_kernel<64, 4>;
+  if (hd == 128 && gm == 4) return decode_persistent_kernel<128, 4>;
+  return nullptr;
+}
+
+int group_heads(const AttentionShape& a) {  // GM of attention_decode.cu's launch_head_dim
+  const int heads = std::min(a.n_head / a.n_kv, kMaxGroupHeads);
+  return heads <= 1 ? 1 : heads <= 2 ? 2 : heads <= 4 ? 4 : 8;
+}
+
+}  // namespace
+
+struct PersistentStep::Impl {
+  struct Mm {
+    Parts P;  // all parts, warps unassigned
+    Epi epi;
+    PersistentMatmul m;
+  };
+  std::vector<Phase> host;     // attention and merge phases complete; matmuls completed by upload
+  std::vector<Mm> matmuls;     // per matmul phase, in order
+  std::vector<size_t> mm_at;   // its index in host
+  int hd = 0, gm = 0;
+  int64_t max_k = 0;
+  int grid = 0;
+  size_t smem = 0;
+  KernelFn kernel = nullptr;
+  DeviceBuffer dev, bar;
+};
+
+PersistentStep::PersistentStep() : impl_(std::make_unique<Impl>()) {}
+PersistentStep::~PersistentStep() = default;
+PersistentStep::PersistentStep(PersistentStep&&) noexcept = default;
+PersistentStep& PersistentStep::operator=(PersistentStep&&) noexcept = default;
+
+size_t PersistentStep::phases() const { return impl_->host.size(); }
+
+std::string PersistentStep::unsupported(const PersistentMatmul& m) {
+  if (m.parts.empty() || m.parts.size() > size_t(kMaxParts)) return "a matmul phase takes 1 to 4 weights";
+  if (!m.x) return "a matmul phase reads a row";
+  if (m.K <= 0 || m.K % kQ8Block || m.K > 32768) return "a staged row is a multiple of 32 wide, at most 32768";
+  for (const MatmulPart& p : m.parts) {
+    if (!has_q8_kernel(p.type, m.K) || !p.w) return "a weight without an integer-dot kernel";
+    if (p.y == m.x) return "a matmul writes the row it reads (every block stages it while others store)";
+  }
+  if (m.e != MatmulEpilogue::store && (m.parts.size() != 2 || m.parts[0].type != m.parts[1].type))
+    return "gate and up of different types";
+  return "";
+}
+
+std::string PersistentStep::unsupported(const PersistentAttention& p) {
+  const AttentionShape& a = p.a;
+  if (a.n_kv <= 0 || a.n_head % a.n_kv || a.head_dim != a.value_dim) return "an attention shape without the decode kernel";
+  if (!kernel_for(a.head_dim, group_heads(a)))
+    return "attention of head_dim " + std::to_string(a.head_dim) + " and " + std::to_string(a.n_head / a.n_kv) +
+           " query heads a KV head (the kernel has 64 or 128, and 3 or 4)";
+  if (p.kv.k_width % 8 || p.kv.v_width % 8 || reinterpret_cast<uintptr_t>(p.kv.k) % 16 ||
+      reinterpret_cast<uintptr_t>(p.kv.v) % 16)
+    return "KV rows that are not 16-byte aligned";
+  if (p.chunks < 1 || p.chunks > kMaxDecodeChunks || (p.chunks > 1 && !p.scratch)) return "attention chunks without scratch";
+  return "";
+}
+
+void PersistentStep::add(const PersistentMatmul& m) {
+  if (const std::string why = unsupported(m); !why.empty()) cuda_invalid(("persistent step: " + why).c_str());
+  int64_t rows = 0;
+  Impl::Mm mm{make_parts(m.parts.data(), int(m.parts.size()), m.e, m.K, 1, {}, m.rope, &rows), Epi::store, m};
+  mm.epi = m.rope ? Epi::rope_kv : m.e != MatmulEpilogue::store ? Epi::gated : Epi::store;
+  impl_->mm_at.push_back(impl_->host.size());
+  impl_->host.push_back(Phase{PhaseKind::matmul, {}, {}, {}});
+  impl_->matmuls.push_back(mm);
+  impl_->max_k = std::max(impl_->max_k, m.K);
+}
+
+void PersistentStep::add(const PersistentAttention& p) {
+  if (const std::string why = unsupported(p); !why.empty()) cuda_invalid(("persistent step: " + why).c_str());
+  const int hd = p.a.head_dim, gm = group_heads(p.a);
+  if (impl_->hd && (impl_->hd != hd || impl_->gm != gm)) cuda_invalid("persistent step: attentions of several shapes");
+  impl_->hd = hd, impl_->gm = gm;
+  Phase ph{PhaseKind::attention, {}, {}, {}};
+  const int groups = p.a.n_kv * group_parts(p.a);  // one row
+  ph.at = {p.a, p.kv, p.st, p.q, p.out, p.chunks > 1 ? p.scratch : nullptr, p.chunks, groups * p.chunks};
+  impl_->host.push_back(ph);
+  if (p.chunks > 1) {
+    Phase mg{PhaseKind::merge, {}, {}, {}};
+    mg.mg = {p.scratch, p.out, p.chunks, p.a.n_head};
+    impl_->host.push_back(mg);
+  }
+}
+
+void PersistentStep::upload() {
+  Impl& m = *impl_;
+  m.kernel = kernel_for(m.hd ? m.hd : 64, m.hd ? m.gm : 4);
+  m.smem = size_t(m.max_k) + size_t(m.max_k / kQ8Block) * sizeof(float2);
+  LOOM_CUDA_CHECK(cudaFuncSetAttribute(m.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(m.smem)));
+  int dev = 0, sms = 0, blocks = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&dev));
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  LOOM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.kernel, kThreads, m.smem));
+  if (blocks < 1) cuda_invalid("persistent step: the kernel does not fit a multiprocessor");
+  m.grid = blocks * sms;
+  const double warps = double(m.grid) * kWarpsPerBlock;
+  for (size_t i = 0; i < m.matmuls.size(); ++i) {
+    const Impl::Mm& mm = m.matmuls[i];
+    MatmulPhase& ph = m.host[m.mm_at[i]].mm;
+    ph = {};
+    ph.epi = mm.epi;
+    ph.K = mm.m.K;
+    ph.x = mm.m.x;
+    ph.norm = mm.m.norm;
+    ph.eps = mm.m.eps;
+    int64_t end = 0;
+    if (mm.epi == Epi::gated) {
+      ph.groups[0] = mm.P;
+      assign_warps<1, Epi::gated>(ph.groups[0], warps);
+      end = ph.groups[0].warps;
+      ph.group_end[ph.n_groups++] = end;
+    } else {  // a group a weight type, each on its share of the warps by bytes (as launch_rows)
+      double total = 0;
+      for (int k = 0; k < mm.P.n; ++k) total += part_bytes(mm.P.p[k]);
+      bool done[kMaxParts] = {};
+      for (int k = 0; k < mm.P.n; ++k) {
+        if (done[k]) continue;
+        Parts same = mm.P;
+        same.n = 0;
+        double bytes = 0;
+        for (int j = k; j < mm.P.n; ++j)
+          if (!done[j] && mm.P.p[j].type == mm.P.p[k].type)
+            same.p[same.n++] = mm.P.p[j], bytes += part_bytes(mm.P.p[j]), done[j] = true;
+        if (mm.epi == Epi::rope_kv) assign_warps<1, Epi::rope_kv>(same, warps * bytes / total);
+        else assign_warps<1, Epi::store>(same, warps * bytes / total);
+        end += same.warps;
+        ph.groups[ph.n_groups] = same;
+        ph.group_end[ph.n_groups++] = end;
+      }
+    }
+    if (end > int64_t(warps)) cuda_invalid("persistent step: a matmul needs more warps than the grid has");
+  }
+  m.dev = DeviceBuffer(m.host.size() * sizeof(Phase));
+  LOOM_CUDA_CHECK(cudaMemcpy(m.dev.get(), m.host.data(), m.dev.bytes(), cudaMemcpyHostToDevice));
+  m.bar = DeviceBuffer(sizeof(unsigned));
+}
+
+void PersistentStep::launch(cudaStream_t s) const {
+  const Impl& m = *impl_;
+  if (!m.dev.bytes()) cuda_invalid("persistent step: launched before upload");
+  LOOM_CUDA_CHECK(cudaMemsetAsync(m.bar.get(), 0, sizeof(unsigned), s));
+  // Plainly (no programmatic launch): its blocks read the embedding's output without a wait.
+  m.kernel<<<unsigned(m.grid), kThreads, m.smem, s>>>(m.dev.get<Phase>(), int(m.host.size()), m.bar.get<unsigned>());
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace loom::backend::cuda

@@ -1,0 +1,70 @@
+// The persistent decode step (schedule key decode_persistent; docs/cuda-kernels.md, version 13):
+// a one-row step's fused kernels after the embedding — per llama layer the q/k/v launch with its
+// rope and KV store, attention, the merge of its chunks, o + residual, gate/up + swiglu, down +
+// residual, then the output head — as phases of one kernel whose blocks stay resident (as many as
+// the device holds at once) and hand over at a grid barrier (a counter in global memory) instead
+// of a kernel boundary. A matmul phase's warps issue their first weight loads before the barrier;
+// after it, every block stages the phase's input row in shared memory as q8_1 itself (through the
+// RMS norm before it, where the decode fusion had a norm_q8 kernel), so neither the norms nor the
+// quantizations are phases. Each phase computes what the launched kernels compute, in their
+// order: a step gives the same bits either way.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+
+namespace loom::backend::cuda {
+
+// A matmul phase: the parts and epilogue matmul_q8_parts would take at one activation row (the
+// gated epilogue without its q8_1 output: the next phase stages it), and the f32 row they read.
+struct PersistentMatmul {
+  std::vector<MatmulPart> parts;
+  MatmulEpilogue e = MatmulEpilogue::store;
+  int64_t K = 0;
+  const float* x = nullptr;     // the input row (f32), staged by each block as q8_1
+  const float* norm = nullptr;  // RMS-normalised by these weights first (null: none)
+  float eps = 0;
+  const RopeKvOut* rope = nullptr;
+};
+
+// An attention phase of one row (the decode kernel's blocks as work items), then, with chunks > 1,
+// a phase merging the chunks as the combine kernel does.
+struct PersistentAttention {
+  AttentionShape a;
+  KvView kv;
+  StepTables st;
+  const float* q = nullptr;
+  float* out = nullptr;
+  int chunks = 1;
+  float* scratch = nullptr;  // chunks > 1: the partial results (attention_scratch_floats)
+};
+
+class PersistentStep {
+ public:
+  PersistentStep();
+  ~PersistentStep();
+  PersistentStep(PersistentStep&&) noexcept;
+  PersistentStep& operator=(PersistentStep&&) noexcept;
+  // Why a phase has no persistent form ("" if it has one).
+  static std::string unsupported(const PersistentMatmul& m);
+  static std::string unsupported(const PersistentAttention& a);
+  // Phases in step order (each must be supported). The attention phases of one step share a
+  // head_dim and a group size (the kernel is instantiated per pair).
+  void add(const PersistentMatmul& m);
+  void add(const PersistentAttention& a);
+  size_t phases() const;
+  // Copies the phases to the device (a launch, captured or not, reads them there).
+  void upload();
+  // The grid barrier's reset and the one kernel, on the stream.
+  void launch(cudaStream_t s) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom::backend::cuda
