@@ -31,6 +31,7 @@ namespace loom::backend::cuda {
 namespace {
 
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
+constexpr int kPersistentBlocks = 4;  // blocks an SM the kernel keeps registers for (128 a thread, as matmul_q8)
 constexpr int kNormThreads = 256;  // rms_norm_q8's block: its sum of squares adds in this order
 constexpr long long kHangCycles = 20'000'000'000LL;  // ~10 s at 2 GHz: a barrier that never fills
 
@@ -143,7 +144,7 @@ __device__ __forceinline__ void grid_wait(const unsigned* bar, unsigned target) 
 // within the kernel's 128 registers, as its own kernel is.
 template <TensorType T, Epi E, class Wait>
 __device__ __noinline__ void matmul_call(const Parts& P, const XRows& x, int64_t g, int lane, Wait wait) {
-  matmul_warp<T, 1, E>(P, x, g, lane, wait);
+  matmul_warp<T, 1, E, false>(P, x, g, lane, wait);
 }
 
 template <TensorType T, class Wait>
@@ -204,7 +205,7 @@ __device__ __forceinline__ void matmul_phase(const MatmulPhase& m, int64_t g, in
 
 // HD, GM: the attention phases' head_dim and group size (decode_attention_block's).
 template <int HD, int GM>
-__global__ void __launch_bounds__(kThreads, 4)
+__global__ void __launch_bounds__(kThreads, kPersistentBlocks)
     decode_persistent_kernel(const Phase* __restrict__ phases, int n, unsigned* bar) {
   extern __shared__ __align__(16) uint8_t stage[];
   const int lane = threadIdx.x % kWarpSize;

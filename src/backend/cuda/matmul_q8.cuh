@@ -86,14 +86,20 @@ __device__ __forceinline__ bool completes_q8_group(int64_t n, int64_t n0, int64_
   return true;
 }
 
-// Part i of the launch, by unrolled selects (a run-time index into the parameter array would
-// copy it to local memory).
+// Part i of the launch: of a kernel's parameters (kParam) by unrolled selects (a run-time index
+// into the parameter array would copy it to local memory); of Parts in global memory (a
+// persistent step's phase) by the index (selects would load every part: 64 registers).
+template <bool kParam>
 __device__ __forceinline__ KPart select_part(const Parts& P, int i) {
-  KPart part = P.p[0];
+  if constexpr (!kParam) {
+    return P.p[i];
+  } else {
+    KPart part = P.p[0];
 #pragma unroll
-  for (int k = 1; k < kMaxParts; ++k)
-    if (i == k) part = P.p[k];
-  return part;
+    for (int k = 1; k < kMaxParts; ++k)
+      if (i == k) part = P.p[k];
+    return part;
+  }
 }
 
 // The rope_kv epilogue's angles: a warp's first kRopeTiles tiles (launch_typed gives a rope_kv
@@ -158,8 +164,9 @@ __device__ __forceinline__ void rope_kv_out(const RopeKvDev& rk, const KPart& pa
 // part's rows (store), or of the gate and up rows together, and streams them (stream_tiles). The
 // first rows of the range are pulled into L2 and the first steps' loads issued before wait() (a
 // kernel's: wait_previous_kernel, launch.cuh; a persistent step's: its grid barrier), which
-// every warp calls once; the activations are read after.
-template <TensorType T, int R, Epi E, class Wait>
+// every warp calls once; the activations are read after. kParam: P is a kernel's parameter (else
+// in global memory).
+template <TensorType T, int R, Epi E, bool kParam = true, class Wait>
 __device__ __forceinline__ void matmul_warp(const Parts& P, const XRows& x, int64_t g, int lane, Wait wait) {
   // The part, its first warp and its warps, by unrolled selects (a run-time index into the
   // parameter array would copy it to local memory).
@@ -170,7 +177,7 @@ __device__ __forceinline__ void matmul_warp(const Parts& P, const XRows& x, int6
     for (int i = 1; i < kMaxParts; ++i)
       if (i < P.n && g >= P.warp_end[i - 1]) pi = i, first = P.warp_end[i - 1], end = P.warp_end[i];
   }
-  const KPart part = select_part(P, pi);
+  const KPart part = select_part<kParam>(P, pi);
   if (g >= P.warps) {
     wait();
     return;
@@ -204,7 +211,7 @@ __device__ __forceinline__ void matmul_warp(const Parts& P, const XRows& x, int6
         },
         [&](int i, const float (&acc)[R][TR]) {
           if (lane != 0) return;
-          const KPart part = select_part(P, pi);  // again, rather than held in registers
+          const KPart part = select_part<kParam>(P, pi);  // again, rather than held in registers
           if constexpr (E == Epi::rope_kv) {
             const int64_t n = n0 + TR * i;
             rope_kv_out(P.rope, part, *rw, i, n, acc[0][0], acc[0][1], n + 1 < n1);
