@@ -202,9 +202,14 @@ std::string CudaPlan::build_persistent(CudaKvStorage& kv, const StepTables& tabl
     float eps = 0;
   } norm;
   int roped = -1;
+  auto is_packed_matmul = [&](const FusedStep& st) {
+    if (st.kind != FusedStep::Kind::op) return false;
+    const passes::LoweredOp& lo = low_.ops[size_t(st.ops[0])];
+    return lo.code == Opcode::matmul && weights_.at(lo.in[1].weight).packed;
+  };
   for (; s < steps.size(); ++s) {
     const FusedStep& st = steps[s];
-    if (st.kind == FusedStep::Kind::op) {
+    if (st.kind == FusedStep::Kind::op && !is_packed_matmul(st)) {
       const int i = st.ops[0];
       const passes::LoweredOp& lo = low_.ops[size_t(i)];
       if (lo.code == Opcode::rms_norm && fusion_.norm_q8[size_t(i)] && norm.out < 0) {
@@ -215,7 +220,7 @@ std::string CudaPlan::build_persistent(CudaKvStorage& kv, const StepTables& tabl
       }
       return fmt::format("%{} ({}) has no phase of its own", lo.op->result, lo.op->opcode);
     }
-    if (st.kind == FusedStep::Kind::matmuls) {
+    if (st.kind == FusedStep::Kind::matmuls || is_packed_matmul(st)) {  // a lone matmul (the logits) too
       const MatmulStep m = matmul_step(st, kv, tables, 1, 1);
       PersistentMatmul pm;
       pm.parts = m.parts;
