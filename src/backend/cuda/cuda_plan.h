@@ -200,7 +200,6 @@ class CudaPlan final : public Plan {
   bool merge_in_kernel_ = false;      // AttentionShape::merge_in_kernel (decode_merge_in_kernel)
   bool attention_mma_shared_ = false; // AttentionShape::mma_shared_kv (attention_mma_shared)
   bool persistent_ = false;           // decode_persistent (with decode_fusion and decode_rope_fold)
-  bool persistent_refused_ = false;   // a step could not run persistent: said once in explain_
   GraphKey persistent_key_{};         // the current step's key (submit)
   std::map<GraphKey, PersistentStep> persistent_steps_;
   int persistent_prefix_ = 0;         // fused steps before the persistent kernel (the embedding)
