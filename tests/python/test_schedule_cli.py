@@ -76,7 +76,7 @@ def test_cuda_keys_declare_the_decode_latency_choices(loom_bin, tmp_path):
     r = run_loom(loom_bin, "check", "--backend", "cuda", "--keys", prog)
     for key in ["graph_rows", "gemm_rows", "gemm_f16_weights", "mma_rows", "mma_wide_split", "gemv_resident", "decode_fusion",
                 "decode_rope_fold", "programmatic_launch", "step_times", "attention_mma", "decode_merge_in_kernel",
-                "attention_mma_shared"]:
+                "attention_mma_shared", "decode_persistent"]:
         assert key in r.stdout, key
     _, prog, line = ported(loom_bin, tmp_path, "schedule { decode_fusion = 3 }")
     r = run_loom(loom_bin, "check", "--backend", "cuda", prog, check=False)

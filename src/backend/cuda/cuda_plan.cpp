@@ -369,12 +369,12 @@ int64_t CudaPlan::submit(const StepBatch& batch, KvStorage& kv_any) {
     attn_counters_ = DeviceBuffer(attn_words * sizeof(unsigned) * 2);
     LOOM_CUDA_CHECK(cudaMemsetAsync(attn_counters_.get(), 0, attn_counters_.bytes(), stream_));
   }
-  persistent_key_ = {T, kept, max_blocks, row_seqs == 1 ? 1 : row_seqs == T ? 2 : 0, kv->serial(), arena_.get(),
+  step_key_ = {T, kept, max_blocks, row_seqs == 1 ? 1 : row_seqs == T ? 2 : 0, kv->serial(), arena_.get(),
                      step_ints_.get()};
   if (persistent_ && T == 1 && kept == 1) prepare_persistent(*kv, tables);  // outside any capture
   auto step = [&] {
     if (T <= graph_rows_)
-      replay(persistent_key_, *kv, tables, T, kept);
+      replay(step_key_, *kv, tables, T, kept);
     else
       enqueue(*kv, tables, T, kept);
   };
@@ -481,7 +481,8 @@ class CudaBackend final : public Backend {
         {"", "decode_persistent", ScheduleKey::Type::boolean, 0, 0, {}, false,
          "with decode_fusion and decode_rope_fold, a one-row step after its embedding runs as one kernel of resident "
          "blocks whose phases (the fused launches) meet at a grid barrier; each block stages a matmul's input row "
-         "(through its RMS norm) in shared memory itself. The same bits; steps it cannot hold run launched"},
+         "(through its RMS norm) in shared memory itself, meant to give the launched step's bits (not yet validated on a "
+         "device); steps it cannot hold run launched, with a warning"},
         {"", "step_times", ScheduleKey::Type::boolean, 0, 0, {}, false,
          "a diagnostic: time each one-row step (host, device by stream events, waiting, between steps) and print "
          "the medians to stderr when the plan ends"}};

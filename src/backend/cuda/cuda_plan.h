@@ -200,7 +200,7 @@ class CudaPlan final : public Plan {
   bool merge_in_kernel_ = false;      // AttentionShape::merge_in_kernel (decode_merge_in_kernel)
   bool attention_mma_shared_ = false; // AttentionShape::mma_shared_kv (attention_mma_shared)
   bool persistent_ = false;           // decode_persistent (with decode_fusion and decode_rope_fold)
-  GraphKey persistent_key_{};         // the current step's key (submit)
+  GraphKey step_key_{};               // the current step's key (submit): its graph's and persistent step's
   std::map<GraphKey, PersistentStep> persistent_steps_;
   int persistent_prefix_ = 0;         // fused steps before the persistent kernel (the embedding)
   DecodeFusion fusion_;

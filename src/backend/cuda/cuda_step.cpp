@@ -49,22 +49,21 @@ void CudaPlan::enqueue(CudaKvStorage& kv, const StepTables& tables, int64_t T, i
     q8_[0].value = q8_[1].value = -1;
   };
   if (!low_.has_mixing()) drop_rows();
+  auto run_step = [&](int s) {
+    const FusedStep& st = fusion_.steps[size_t(s)];
+    if (!run_fused(st, kv, tables, T, rows))
+      for (int i : st.ops) run_op(i, kv, tables, T, rows);
+  };
   if (T == 1 && kept == 1 && persistent_) {  // decode_persistent: the embedding, then one kernel
-    const auto it = persistent_steps_.find(persistent_key_);
+    const auto it = persistent_steps_.find(step_key_);
     if (it != persistent_steps_.end()) {
-      for (int s = 0; s < persistent_prefix_; ++s) {
-        const FusedStep& st = fusion_.steps[size_t(s)];
-        if (!run_fused(st, kv, tables, T, rows))
-          for (int i : st.ops) run_op(i, kv, tables, T, rows);
-      }
+      for (int s = 0; s < persistent_prefix_; ++s) run_step(s);
       it->second.launch(stream_);
       return;
     }
   }
   for (int s = 0; s < int(fusion_.steps.size()); ++s) {
-    const FusedStep& st = fusion_.steps[size_t(s)];
-    if (!run_fused(st, kv, tables, T, rows))
-      for (int i : st.ops) run_op(i, kv, tables, T, rows);
+    run_step(s);
     if (s == drop_step_) drop_rows();
   }
   if (rows != kept) loom::fail("logits have {} rows, {} wanted", rows, kept);
@@ -171,7 +170,7 @@ bool CudaPlan::run_fused(const FusedStep& st, CudaKvStorage& kv, const StepTable
 }
 
 void CudaPlan::prepare_persistent(CudaKvStorage& kv, const StepTables& tables) {
-  if (persistent_steps_.count(persistent_key_)) return;
+  if (persistent_steps_.count(step_key_)) return;
   PersistentStep ps;
   const std::string why = build_persistent(kv, tables, ps);
   if (!why.empty()) {  // a property of the program: every one-row step runs launched, said once
@@ -182,7 +181,7 @@ void CudaPlan::prepare_persistent(CudaKvStorage& kv, const StepTables& tables) {
   }
   ps.upload();
   if (persistent_steps_.size() >= 32) persistent_steps_.clear();
-  persistent_steps_.emplace(persistent_key_, std::move(ps));
+  persistent_steps_.emplace(step_key_, std::move(ps));
 }
 
 // The phases of a one-row step after its embedding: each norm_q8 norm joins the matmuls that read

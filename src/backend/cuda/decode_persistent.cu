@@ -246,13 +246,8 @@ int group_heads(const AttentionShape& a) {  // GM of attention_decode.cu's launc
 }  // namespace
 
 struct PersistentStep::Impl {
-  struct Mm {
-    Parts P;  // all parts, warps unassigned
-    Epi epi;
-    PersistentMatmul m;
-  };
-  std::vector<Phase> host;     // attention and merge phases complete; matmuls completed by upload
-  std::vector<Mm> matmuls;     // per matmul phase, in order
+  std::vector<Phase> host;     // complete but for the matmul phases' warps, which upload assigns
+  std::vector<Parts> parts;    // per matmul phase, in order: all its parts
   std::vector<size_t> mm_at;   // its index in host
   int hd = 0, gm = 0;
   int64_t max_k = 0;
@@ -266,8 +261,6 @@ PersistentStep::PersistentStep() : impl_(std::make_unique<Impl>()) {}
 PersistentStep::~PersistentStep() = default;
 PersistentStep::PersistentStep(PersistentStep&&) noexcept = default;
 PersistentStep& PersistentStep::operator=(PersistentStep&&) noexcept = default;
-
-size_t PersistentStep::phases() const { return impl_->host.size(); }
 
 std::string PersistentStep::unsupported(const PersistentMatmul& m) {
   if (m.parts.empty() || m.parts.size() > size_t(kMaxParts)) return "a matmul phase takes 1 to 4 weights";
@@ -298,11 +291,15 @@ std::string PersistentStep::unsupported(const PersistentAttention& p) {
 void PersistentStep::add(const PersistentMatmul& m) {
   if (const std::string why = unsupported(m); !why.empty()) cuda_invalid(("persistent step: " + why).c_str());
   int64_t rows = 0;
-  Impl::Mm mm{make_parts(m.parts.data(), int(m.parts.size()), m.e, m.K, 1, {}, m.rope, &rows), Epi::store, m};
-  mm.epi = m.rope ? Epi::rope_kv : m.e != MatmulEpilogue::store ? Epi::gated : Epi::store;
+  Phase ph{PhaseKind::matmul, {}, {}, {}};
+  ph.mm.epi = m.rope ? Epi::rope_kv : m.e != MatmulEpilogue::store ? Epi::gated : Epi::store;
+  ph.mm.K = m.K;
+  ph.mm.x = m.x;
+  ph.mm.norm = m.norm;
+  ph.mm.eps = m.eps;
   impl_->mm_at.push_back(impl_->host.size());
-  impl_->host.push_back(Phase{PhaseKind::matmul, {}, {}, {}});
-  impl_->matmuls.push_back(mm);
+  impl_->host.push_back(ph);
+  impl_->parts.push_back(make_parts(m.parts.data(), int(m.parts.size()), m.e, m.K, 1, {}, m.rope, &rows));
   impl_->max_k = std::max(impl_->max_k, m.K);
 }
 
@@ -334,39 +331,25 @@ void PersistentStep::upload() {
   if (blocks < 1) cuda_invalid("persistent step: the kernel does not fit a multiprocessor");
   m.grid = blocks * sms;
   const double warps = double(m.grid) * kWarpsPerBlock;
-  for (size_t i = 0; i < m.matmuls.size(); ++i) {
-    const Impl::Mm& mm = m.matmuls[i];
+  for (size_t i = 0; i < m.parts.size(); ++i) {
+    const Parts& P = m.parts[i];
     MatmulPhase& ph = m.host[m.mm_at[i]].mm;
-    ph = {};
-    ph.epi = mm.epi;
-    ph.K = mm.m.K;
-    ph.x = mm.m.x;
-    ph.norm = mm.m.norm;
-    ph.eps = mm.m.eps;
     int64_t end = 0;
-    if (mm.epi == Epi::gated) {
-      ph.groups[0] = mm.P;
-      assign_warps<1, Epi::gated>(ph.groups[0], warps);
-      end = ph.groups[0].warps;
+    auto add_group = [&](Parts& group) {
+      end += group.warps;
+      ph.groups[ph.n_groups] = group;
       ph.group_end[ph.n_groups++] = end;
-    } else {  // a group a weight type, each on its share of the warps by bytes (as launch_rows)
-      double total = 0;
-      for (int k = 0; k < mm.P.n; ++k) total += part_bytes(mm.P.p[k]);
-      bool done[kMaxParts] = {};
-      for (int k = 0; k < mm.P.n; ++k) {
-        if (done[k]) continue;
-        Parts same = mm.P;
-        same.n = 0;
-        double bytes = 0;
-        for (int j = k; j < mm.P.n; ++j)
-          if (!done[j] && mm.P.p[j].type == mm.P.p[k].type)
-            same.p[same.n++] = mm.P.p[j], bytes += part_bytes(mm.P.p[j]), done[j] = true;
-        if (mm.epi == Epi::rope_kv) assign_warps<1, Epi::rope_kv>(same, warps * bytes / total);
-        else assign_warps<1, Epi::store>(same, warps * bytes / total);
-        end += same.warps;
-        ph.groups[ph.n_groups] = same;
-        ph.group_end[ph.n_groups++] = end;
-      }
+    };
+    if (ph.epi == Epi::gated) {
+      Parts group = P;
+      assign_warps<1, Epi::gated>(group, warps);
+      add_group(group);
+    } else {  // a group a weight type, each on its share of the warps (as the launches split them)
+      for_each_type(P, [&](Parts same, double share) {
+        if (ph.epi == Epi::rope_kv) assign_warps<1, Epi::rope_kv>(same, warps * share);
+        else assign_warps<1, Epi::store>(same, warps * share);
+        add_group(same);
+      });
     }
     if (end > int64_t(warps)) cuda_invalid("persistent step: a matmul needs more warps than the grid has");
   }

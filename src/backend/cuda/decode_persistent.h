@@ -7,7 +7,8 @@
 // after it, every block stages the phase's input row in shared memory as q8_1 itself (through the
 // RMS norm before it, where the decode fusion had a norm_q8 kernel), so neither the norms nor the
 // quantizations are phases. Each phase computes what the launched kernels compute, in their
-// order: a step gives the same bits either way.
+// order, so a step is meant to give the same bits either way (the e2e mode "decode,
+// decode_persistent = true" checks it; not yet run on a device).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -56,7 +57,6 @@ class PersistentStep {
   // head_dim and a group size (the kernel is instantiated per pair).
   void add(const PersistentMatmul& m);
   void add(const PersistentAttention& a);
-  size_t phases() const;
   // Copies the phases to the device (a launch, captured or not, reads them there).
   void upload();
   // The grid barrier's reset and the one kernel, on the stream.

@@ -108,22 +108,12 @@ void launch_rows(const Parts& P, const XRows& x, int64_t max_warps, cudaStream_t
     launch_of_type<R, Epi::store>(gate, x, max_warps, part_bytes(P.p[0]) / total, s);
     return launch_of_type<R, Epi::gated_up>(P, x, max_warps, part_bytes(P.p[1]) / total, s);
   }
-  bool done[kMaxParts] = {};
-  for (int i = 0; i < P.n; ++i) {
-    if (done[i]) continue;
-    Parts same = P;
-    same.n = 0;
-    double bytes = 0;
-    for (int k = i; k < P.n; ++k)
-      if (!done[k] && P.p[k].type == P.p[i].type) same.p[same.n++] = P.p[k], bytes += part_bytes(P.p[k]), done[k] = true;
+  for_each_type(P, [&](const Parts& same, double share) {
     if constexpr (R == 1) {
-      if (P.rope.head_dim > 0) {
-        launch_of_type<1, Epi::rope_kv>(same, x, max_warps, bytes / total, s);
-        continue;
-      }
+      if (P.rope.head_dim > 0) return launch_of_type<1, Epi::rope_kv>(same, x, max_warps, share, s);
     }
-    launch_of_type<R, Epi::store>(same, x, max_warps, bytes / total, s);
-  }
+    launch_of_type<R, Epi::store>(same, x, max_warps, share, s);
+  });
 }
 
 }  // namespace

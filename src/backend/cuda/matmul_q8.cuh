@@ -302,6 +302,25 @@ Parts make_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t
 
 inline double part_bytes(const KPart& m) { return double(m.N) * double(m.row_bytes); }
 
+// A store launch's parts split by weight type (each type's kernel has its own registers): f(same,
+// share) for each type in order of first appearance, `same` its parts, `share` their part of the
+// launch's bytes.
+template <class F>
+void for_each_type(const Parts& P, F f) {
+  double total = 0;
+  for (int i = 0; i < P.n; ++i) total += part_bytes(P.p[i]);
+  bool done[kMaxParts] = {};
+  for (int i = 0; i < P.n; ++i) {
+    if (done[i]) continue;
+    Parts same = P;
+    same.n = 0;
+    double bytes = 0;
+    for (int k = i; k < P.n; ++k)
+      if (!done[k] && P.p[k].type == P.p[i].type) same.p[same.n++] = P.p[k], bytes += part_bytes(P.p[k]), done[k] = true;
+    f(same, bytes / total);
+  }
+}
+
 // Spreads `budget` warps over the parts in proportion to their bytes, at least one and at most
 // one a tile each (store: a pair of rows; gated: a gate row; rope_kv: enough for RopeWarp's
 // angles), into P.warp_end and P.warps.
