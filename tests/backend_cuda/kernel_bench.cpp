@@ -7,7 +7,7 @@
 // tensor-core path of batches (matmul_mma.cu), "mma-w8" the same with K split over blocks of 8
 // warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-1w"/"glu-mma" the 8B gate/up launch (the
 // activation quantization, shared by the matmuls reading one input, is timed on its own row). Run by
-// scripts/gpu-check; prints three tables: decode attention at depth (µs and KV bytes read per
+// scripts/gpu-check; prints four tables: the persistent step against launches (bench_persistent), decode attention at depth (µs and KV bytes read per
 // second, bench_decode_attention), a prompt's attention on each kernel (bench_prompt_attention),
 // then the matmuls.
 #include <cuda_runtime.h>
@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/decode_persistent.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "quant/quant.h"
@@ -160,6 +161,75 @@ void bench_prompt_attention() {
   std::printf("\n");
 }
 
+// The persistent step's phases against launches (decode_persistent): a chain of P one-row
+// matmuls, each RMS-normed and quantized from the one before (rms_norm_q8 + matmul_q8, captured
+// in a graph, against one PersistentStep of P matmul phases with the norm staged per block), each
+// phase's weight a copy of its own so that it streams from DRAM. Time per phase: on N = 4096 the
+// matmul's bandwidth shows; on N = 64 what a phase costs beyond its weights (the launch or the
+// grid barrier, and the staging). The grid at 1, 2 and 4 blocks a multiprocessor.
+void bench_persistent(double copy_gbs) {
+  std::printf("| %-6s | %-12s | %-6s | %-14s | %-9s | %-9s | %-8s |\n", "type", "N x K", "phases", "kernel", "us/phase",
+              "GB/s", "of copy");
+  std::printf("|--------|--------------|--------|----------------|-----------|-----------|----------|\n");
+  const TensorType t = TensorType::Q4_K;
+  const int64_t K = 4096;
+  const int P = 32;
+  std::mt19937_64 rng(13);
+  std::normal_distribution<float> nd;
+  for (const int64_t N : {int64_t(4096), int64_t(64)}) {
+    const size_t rb = loom::quant::row_size(t, K);
+    std::vector<float> row(K);
+    std::vector<uint8_t> host(rb * N);
+    for (int64_t n = 0; n < N; ++n) {
+      for (auto& x : row) x = nd(rng);
+      loom::quant::quantize_row(t, row.data(), host.data() + n * rb, K);
+    }
+    const std::vector<uint8_t> packed = pack_rows(t, host.data(), N, K);
+    const size_t prb = packed.size() / size_t(N);
+    std::vector<DeviceBuffer> wp;
+    for (int i = 0; i < P; ++i) wp.push_back(DeviceBuffer::of(packed));
+    std::vector<float> x(K), ones(K, 1.f);
+    for (auto& v : x) v = nd(rng);
+    DeviceBuffer a = DeviceBuffer::of(x), b = DeviceBuffer::of(x), normed(K * sizeof(float)), w = DeviceBuffer::of(ones);
+    DeviceBuffer dq(K), dds(K / 32 * sizeof(float2));
+    auto in = [&](int i) { return (i % 2 ? b : a).get<float>(); };
+    auto out = [&](int i) { return (i % 2 ? a : b).get<float>(); };
+    auto report = [&](const char* kernel, float ms) {
+      const double gbs = double(packed.size()) * P / (ms * 1e-3) / 1e9;
+      std::printf("| %-6s | %5lld x %-5lld | %6d | %-14s | %9.2f | %9.0f | %7.0f%% |\n", gguf::type_name(t).data(),
+                  (long long)N, (long long)K, P, kernel, ms * 1e3 / P, gbs, 100 * gbs / copy_gbs);
+    };
+    cudaStream_t s;
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < P; ++i) {
+      rms_norm_q8(in(i), w.get<float>(), 1e-5f, normed.get<float>(), 1, K, dq.get<int8_t>(), dds.get<float2>(), s);
+      matmul_q8(t, wp[i].get<uint8_t>(), prb, N, K, dq.get<int8_t>(), dds.get<float2>(), 1, out(i), N, s);
+    }
+    LOOM_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    LOOM_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    report("launched", time_ms(20, [&](int) { LOOM_CUDA_CHECK(cudaGraphLaunch(ge, nullptr)); }));
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    for (int bps : {1, 2, 4}) {
+      PersistentStep step;
+      for (int i = 0; i < P; ++i) {
+        PersistentMatmul m;
+        m.parts.push_back(MatmulPart{t, wp[i].get<uint8_t>(), prb, N, out(i), N});
+        m.K = K, m.x = in(i), m.norm = w.get<float>(), m.eps = 1e-5f;
+        step.add(m);
+      }
+      step.upload(bps);
+      const std::string name = "persistent " + std::to_string(bps) + "/SM";
+      report(name.c_str(), time_ms(20, [&](int) { step.launch(nullptr); }));
+    }
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main() {
@@ -172,6 +242,7 @@ int main() {
   });
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
+  bench_persistent(copy_gbs);
   bench_decode_attention(copy_gbs);
   bench_prompt_attention();
   std::printf("| %-6s | %-6s | %-12s | %-4s | %-9s | %-9s | %-8s |\n", "type", "kernel", "N x K", "rows", "us", "GB/s",

@@ -69,11 +69,32 @@ struct Phase {
   MergePhase mg;
 };
 
-// block_sum_squares<NT> (warp.cuh) of a block of NT threads, worked by this block's kThreads:
-// thread t does the partial sums of threads t, t + kThreads, ... in their order, and the warps'
-// sums meet in the same order, so the total has rms_norm_q8's bits. x is read past L1.
+// The phase's input row into shared memory as f32, every thread's loads of a round in flight at
+// once: read past L1 (other blocks wrote it in this kernel), with 16-byte loads (x 16-byte aligned,
+// K a multiple of 32). Run element by element in the loops below, each row read costs an L2 round
+// trip per 32-block; run 13's kernel bench measured ~20 us a phase that way.
+__device__ __forceinline__ void load_row(const float* x, int64_t K, float* xs) {
+  constexpr int kBatch = 8;
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  float4* s4 = reinterpret_cast<float4*>(xs);
+  const int64_t n4 = K / 4;
+  for (int64_t base = threadIdx.x; base < n4; base += int64_t(kBatch) * kThreads) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i)
+      if (base + i * kThreads < n4) v[i] = __ldcg(x4 + base + i * kThreads);
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i)
+      if (base + i * kThreads < n4) s4[base + i * kThreads] = v[i];
+  }
+  __syncthreads();
+}
+
+// block_sum_squares<NT> (warp.cuh) of a block of NT threads, worked by this block's kThreads on
+// the row in shared memory: thread t does the partial sums of threads t, t + kThreads, ... in
+// their order, and the warps' sums meet in the same order, so the total has rms_norm_q8's bits.
 template <int NT>
-__device__ __forceinline__ float sum_squares_as(const float* x, int64_t n) {
+__device__ __forceinline__ float sum_squares_as(const float* xs, int64_t n) {
   static_assert(NT % kThreads == 0 && NT / kWarpSize <= kWarpSize, "whole blocks of this one's threads");
   __shared__ float partial[NT / kWarpSize];
   const int lane = threadIdx.x % kWarpSize;
@@ -83,16 +104,10 @@ __device__ __forceinline__ float sum_squares_as(const float* x, int64_t n) {
     float sum = 0.f;
     int64_t c = vt;
     for (; c + 7 * int64_t(NT) < n; c += 8 * int64_t(NT)) {
-      float v[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = __ldcg(x + c + i * int64_t(NT));
-#pragma unroll
-      for (int i = 0; i < 8; ++i) sum += v[i] * v[i];
+      for (int i = 0; i < 8; ++i) sum += xs[c + i * int64_t(NT)] * xs[c + i * int64_t(NT)];
     }
-    for (; c < n; c += NT) {
-      const float v = __ldcg(x + c);
-      sum += v * v;
-    }
+    for (; c < n; c += NT) sum += xs[c] * xs[c];
     sum = warp_sum(sum);
     if (lane == 0) partial[vt / kWarpSize] = sum;
   }
@@ -108,15 +123,18 @@ __device__ __forceinline__ float sum_squares_as(const float* x, int64_t n) {
 
 // The phase's input row as q8_1 in shared memory (codes, then the 32-blocks' scales), through
 // the RMS norm first where the phase has one: rms_norm_q8's values, quantize_q8_1_block's codes.
-__device__ __forceinline__ void stage_row(const MatmulPhase& m, int8_t* codes, float2* ds) {
+// xs: room for the row as f32.
+__device__ __forceinline__ void stage_row(const MatmulPhase& m, float* xs, int8_t* codes, float2* ds) {
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const float* x = m.x;
+  const int64_t K = m.K;
   const float* w = m.norm;
-  const float s = w ? rsqrtf(sum_squares_as<kNormThreads>(x, m.K) / float(m.K) + m.eps) : 1.f;
-  for (int64_t b = warp; b < m.K / kQ8Block; b += kWarpsPerBlock) {
+  load_row(m.x, K, xs);
+  const float s = w ? rsqrtf(sum_squares_as<kNormThreads>(xs, K) / float(K) + m.eps) : 1.f;
+#pragma unroll 4
+  for (int64_t b = warp; b < K / kQ8Block; b += kWarpsPerBlock) {
     const int64_t c = b * kQ8Block + lane;
-    const float xv = __ldcg(x + c);
-    quantize_q8_1_block(w ? xv * s * w[c] : xv, codes + c, ds + b, lane);
+    const float xv = xs[c];
+    quantize_q8_1_block(w ? xv * s * __ldg(w + c) : xv, codes + c, ds + b, lane);
   }
 }
 
@@ -171,12 +189,13 @@ __device__ __noinline__ void attention_items(const AttentionPhase& at) {
 template <class Barrier>
 __device__ __forceinline__ void matmul_phase(const MatmulPhase& m, int64_t g, int lane, uint8_t* stage,
                                              Barrier barrier) {
-  int8_t* codes = reinterpret_cast<int8_t*>(stage);
-  float2* ds = reinterpret_cast<float2*>(stage + m.K);
+  float* xs = reinterpret_cast<float*>(stage);
+  int8_t* codes = reinterpret_cast<int8_t*>(stage + 4 * m.K);
+  float2* ds = reinterpret_cast<float2*>(stage + 5 * m.K);
   const XRows x{codes, ds, m.K};
   auto wait = [&] {
     barrier();
-    stage_row(m, codes, ds);
+    stage_row(m, xs, codes, ds);
     __syncthreads();
   };
   int gi = -1;
@@ -264,7 +283,7 @@ PersistentStep& PersistentStep::operator=(PersistentStep&&) noexcept = default;
 
 std::string PersistentStep::unsupported(const PersistentMatmul& m) {
   if (m.parts.empty() || m.parts.size() > size_t(kMaxParts)) return "a matmul phase takes 1 to 4 weights";
-  if (!m.x) return "a matmul phase reads a row";
+  if (!m.x || reinterpret_cast<uintptr_t>(m.x) % 16) return "a matmul phase reads a 16-byte aligned row";
   if (m.K <= 0 || m.K % kQ8Block || m.K > 32768) return "a staged row is a multiple of 32 wide, at most 32768";
   for (const MatmulPart& p : m.parts) {
     if (!has_q8_kernel(p.type, m.K) || !p.w) return "a weight without an integer-dot kernel";
@@ -319,16 +338,17 @@ void PersistentStep::add(const PersistentAttention& p) {
   }
 }
 
-void PersistentStep::upload() {
+void PersistentStep::upload(int blocks_per_sm) {
   Impl& m = *impl_;
   m.kernel = kernel_for(m.hd ? m.hd : 64, m.hd ? m.gm : 4);
-  m.smem = size_t(m.max_k) + size_t(m.max_k / kQ8Block) * sizeof(float2);
+  m.smem = size_t(m.max_k) * (sizeof(float) + 1) + size_t(m.max_k / kQ8Block) * sizeof(float2);  // stage_row's
   LOOM_CUDA_CHECK(cudaFuncSetAttribute(m.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(m.smem)));
   int dev = 0, sms = 0, blocks = 0;
   LOOM_CUDA_CHECK(cudaGetDevice(&dev));
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   LOOM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.kernel, kThreads, m.smem));
   if (blocks < 1) cuda_invalid("persistent step: the kernel does not fit a multiprocessor");
+  if (blocks_per_sm > 0) blocks = std::min(blocks, blocks_per_sm);
   m.grid = blocks * sms;
   const double warps = double(m.grid) * kWarpsPerBlock;
   for (size_t i = 0; i < m.parts.size(); ++i) {

@@ -57,8 +57,9 @@ class PersistentStep {
   // head_dim and a group size (the kernel is instantiated per pair).
   void add(const PersistentMatmul& m);
   void add(const PersistentAttention& a);
-  // Copies the phases to the device (a launch, captured or not, reads them there).
-  void upload();
+  // Copies the phases to the device (a launch, captured or not, reads them there). The grid is
+  // blocks_per_sm blocks a multiprocessor, at most as many as fit (0: as many as fit).
+  void upload(int blocks_per_sm = 0);
   // The grid barrier's reset and the one kernel, on the stream.
   void launch(cudaStream_t s) const;
 
