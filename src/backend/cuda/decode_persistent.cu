@@ -69,14 +69,22 @@ struct Phase {
   MergePhase mg;
 };
 
+// The staged row in shared memory: f32 with a pad float after each 32-block, so that a thread
+// reading its own block element by element and a warp reading consecutive elements both hit
+// 32 banks; then the q8_1 codes (16-byte aligned) and the blocks' scales.
+__device__ __host__ constexpr int64_t padded(int64_t c) { return c + c / kQ8Block; }
+__device__ __host__ constexpr size_t codes_at(int64_t K) { return (size_t(padded(K)) * sizeof(float) + 15) / 16 * 16; }
+__device__ __host__ constexpr size_t stage_bytes(int64_t K) {
+  return codes_at(K) + size_t(K) + size_t(K / kQ8Block) * sizeof(float2);
+}
+
 // The phase's input row into shared memory as f32, every thread's loads of a round in flight at
 // once: read past L1 (other blocks wrote it in this kernel), with 16-byte loads (x 16-byte aligned,
-// K a multiple of 32). Run element by element in the loops below, each row read costs an L2 round
-// trip per 32-block; run 13's kernel bench measured ~20 us a phase that way.
+// K a multiple of 32). Read element by element in the quantize loop, each element cost an L2
+// round trip a 32-block: run 14's kernel bench measured ~20 us a phase that way.
 __device__ __forceinline__ void load_row(const float* x, int64_t K, float* xs) {
   constexpr int kBatch = 8;
   const float4* x4 = reinterpret_cast<const float4*>(x);
-  float4* s4 = reinterpret_cast<float4*>(xs);
   const int64_t n4 = K / 4;
   for (int64_t base = threadIdx.x; base < n4; base += int64_t(kBatch) * kThreads) {
     float4 v[kBatch];
@@ -85,14 +93,17 @@ __device__ __forceinline__ void load_row(const float* x, int64_t K, float* xs) {
       if (base + i * kThreads < n4) v[i] = __ldcg(x4 + base + i * kThreads);
 #pragma unroll
     for (int i = 0; i < kBatch; ++i)
-      if (base + i * kThreads < n4) s4[base + i * kThreads] = v[i];
+      if (base + i * kThreads < n4) {
+        float* d = xs + padded(4 * (base + i * kThreads));  // 4 elements of one 32-block
+        d[0] = v[i].x, d[1] = v[i].y, d[2] = v[i].z, d[3] = v[i].w;
+      }
   }
   __syncthreads();
 }
 
 // block_sum_squares<NT> (warp.cuh) of a block of NT threads, worked by this block's kThreads on
-// the row in shared memory: thread t does the partial sums of threads t, t + kThreads, ... in
-// their order, and the warps' sums meet in the same order, so the total has rms_norm_q8's bits.
+// the staged row: thread t does the partial sums of threads t, t + kThreads, ... in their order,
+// and the warps' sums meet in the same order, so the total has rms_norm_q8's bits.
 template <int NT>
 __device__ __forceinline__ float sum_squares_as(const float* xs, int64_t n) {
   static_assert(NT % kThreads == 0 && NT / kWarpSize <= kWarpSize, "whole blocks of this one's threads");
@@ -105,9 +116,15 @@ __device__ __forceinline__ float sum_squares_as(const float* xs, int64_t n) {
     int64_t c = vt;
     for (; c + 7 * int64_t(NT) < n; c += 8 * int64_t(NT)) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) sum += xs[c + i * int64_t(NT)] * xs[c + i * int64_t(NT)];
+      for (int i = 0; i < 8; ++i) {
+        const float v = xs[padded(c + i * int64_t(NT))];
+        sum += v * v;
+      }
     }
-    for (; c < n; c += NT) sum += xs[c] * xs[c];
+    for (; c < n; c += NT) {
+      const float v = xs[padded(c)];
+      sum += v * v;
+    }
     sum = warp_sum(sum);
     if (lane == 0) partial[vt / kWarpSize] = sum;
   }
@@ -121,20 +138,45 @@ __device__ __forceinline__ float sum_squares_as(const float* xs, int64_t n) {
   return partial[0];
 }
 
-// The phase's input row as q8_1 in shared memory (codes, then the 32-blocks' scales), through
-// the RMS norm first where the phase has one: rms_norm_q8's values, quantize_q8_1_block's codes.
-// xs: room for the row as f32.
-__device__ __forceinline__ void stage_row(const MatmulPhase& m, float* xs, int8_t* codes, float2* ds) {
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+// The phase's input row as q8_1 in shared memory, through the RMS norm first where the phase has
+// one: rms_norm_q8's values, quantize_q8_1_block's codes and scales. A thread quantizes a whole
+// 32-block (the warp-wide kernel's max and its sum of integer codes are exact in any order, so
+// the codes and scales are the same), its values computed twice (for the max, then the codes)
+// rather than held.
+__device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage) {
   const int64_t K = m.K;
   const float* w = m.norm;
+  float* xs = reinterpret_cast<float*>(stage);
+  int8_t* codes = reinterpret_cast<int8_t*>(stage + codes_at(K));
+  float2* ds = reinterpret_cast<float2*>(stage + codes_at(K) + K);
   load_row(m.x, K, xs);
   const float s = w ? rsqrtf(sum_squares_as<kNormThreads>(xs, K) / float(K) + m.eps) : 1.f;
-#pragma unroll 4
-  for (int64_t b = warp; b < K / kQ8Block; b += kWarpsPerBlock) {
-    const int64_t c = b * kQ8Block + lane;
-    const float xv = xs[c];
-    quantize_q8_1_block(w ? xv * s * __ldg(w + c) : xv, codes + c, ds + b, lane);
+  for (int64_t b = threadIdx.x; b < K / kQ8Block; b += kThreads) {
+    const int64_t c0 = b * kQ8Block;
+    const float* xb = xs + padded(c0);
+    auto value = [&](int i) { return w ? xb[i] * s * __ldg(w + c0 + i) : xb[i]; };
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < kQ8Block; ++i) amax = fmaxf(amax, fabsf(value(i)));
+    const float d = amax / 127.f;
+    const float id = d != 0.f ? 1.f / d : 0.f;
+    int sum = 0;
+    uint32_t words[kQ8Block / 4];
+#pragma unroll
+    for (int k = 0; k < kQ8Block / 4; ++k) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = int(roundf(value(4 * k + j) * id));
+        sum += c;
+        word |= uint32_t(uint8_t(int8_t(c))) << (8 * j);
+      }
+      words[k] = word;
+    }
+    int4* out = reinterpret_cast<int4*>(codes + c0);
+    out[0] = make_int4(int(words[0]), int(words[1]), int(words[2]), int(words[3]));
+    out[1] = make_int4(int(words[4]), int(words[5]), int(words[6]), int(words[7]));
+    ds[b] = make_float2(d, d * float(sum));
   }
 }
 
@@ -189,13 +231,11 @@ __device__ __noinline__ void attention_items(const AttentionPhase& at) {
 template <class Barrier>
 __device__ __forceinline__ void matmul_phase(const MatmulPhase& m, int64_t g, int lane, uint8_t* stage,
                                              Barrier barrier) {
-  float* xs = reinterpret_cast<float*>(stage);
-  int8_t* codes = reinterpret_cast<int8_t*>(stage + 4 * m.K);
-  float2* ds = reinterpret_cast<float2*>(stage + 5 * m.K);
-  const XRows x{codes, ds, m.K};
+  const XRows x{reinterpret_cast<int8_t*>(stage + codes_at(m.K)),
+                reinterpret_cast<float2*>(stage + codes_at(m.K) + m.K), m.K};
   auto wait = [&] {
     barrier();
-    stage_row(m, xs, codes, ds);
+    stage_row(m, stage);
     __syncthreads();
   };
   int gi = -1;
@@ -341,7 +381,7 @@ void PersistentStep::add(const PersistentAttention& p) {
 void PersistentStep::upload(int blocks_per_sm) {
   Impl& m = *impl_;
   m.kernel = kernel_for(m.hd ? m.hd : 64, m.hd ? m.gm : 4);
-  m.smem = size_t(m.max_k) * (sizeof(float) + 1) + size_t(m.max_k / kQ8Block) * sizeof(float2);  // stage_row's
+  m.smem = stage_bytes(m.max_k);
   LOOM_CUDA_CHECK(cudaFuncSetAttribute(m.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(m.smem)));
   int dev = 0, sms = 0, blocks = 0;
   LOOM_CUDA_CHECK(cudaGetDevice(&dev));
