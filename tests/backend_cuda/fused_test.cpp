@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "random_weight.h"
 #include "quant/quant.h"
 #include "random_inputs.h"
+#include "same_bits.h"
 
 namespace loom::backend::cuda {
 namespace {
@@ -29,13 +29,6 @@ namespace {
 using gguf::TensorType;
 
 void sync() { LOOM_CUDA_CHECK(cudaDeviceSynchronize()); }
-
-template <typename T>
-void expect_same_bits(const DeviceBuffer& a, const DeviceBuffer& b, const char* what) {
-  const auto x = a.to_host<T>(), y = b.to_host<T>();
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(std::memcmp(&x[i], &y[i], sizeof(T)), 0) << what << " at " << i;
-}
 
 TEST(RmsNormQ8, SameBitsAsNormThenQuantize) {
   std::mt19937_64 rng(fresh_seed());

@@ -10,7 +10,6 @@
 // end to end (e2e_logits.py, "decode, decode_persistent = true: the decode's bits").
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -18,19 +17,13 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "random_inputs.h"
+#include "same_bits.h"
 #include "random_weight.h"
 
 namespace loom::backend::cuda {
 namespace {
 
 using gguf::TensorType;
-
-template <typename T>
-void expect_same_bits(const DeviceBuffer& a, const DeviceBuffer& b, const char* what) {
-  const auto x = a.to_host<T>(), y = b.to_host<T>();
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(std::memcmp(&x[i], &y[i], sizeof(T)), 0) << what << " at " << i;
-}
 
 // One run of the chain's outputs. y1 and y2 are rows of K that the next phase reads: their first
 // 256 entries are the phase's outputs, the rest the same random floats in every run (so the
