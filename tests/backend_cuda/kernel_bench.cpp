@@ -5,11 +5,12 @@
 // activations, "q8" matmul_q8 on packed weights and q8_1 activations (the resident warps each
 // streaming a range of rows; "q8-1w" one tile a warp, the gemv_resident = false grid), "mma" the
 // tensor-core path of batches (matmul_mma.cu), "mma-w8" the same with K split over blocks of 8
-// warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-1w"/"glu-mma" the 8B gate/up launch (the
-// activation quantization, shared by the matmuls reading one input, is timed on its own row). Run by
-// scripts/gpu-check; prints four tables: the persistent step against launches (bench_persistent), decode attention at depth (µs and KV bytes read per
-// second, bench_decode_attention), a prompt's attention on each kernel (bench_prompt_attention),
-// then the matmuls.
+// warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-1w"/"glu-mma" the 8B
+// gate/up launch (the activation quantization, shared by the matmuls reading one input, is timed
+// on its own row). Run by scripts/gpu-check; prints four tables: the persistent step against
+// launches (bench_persistent), decode attention at depth (µs and KV bytes read per second,
+// bench_decode_attention), a prompt's attention on each kernel (bench_prompt_attention), then
+// the matmuls.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,6 +44,19 @@ float time_ms(int iters, const auto& fn) {
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return ms / iters;
+}
+
+// N stored rows of type t quantized from normal floats.
+std::vector<uint8_t> random_rows(TensorType t, int64_t N, int64_t K, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd;
+  const size_t rb = loom::quant::row_size(t, K);
+  std::vector<float> row(K);
+  std::vector<uint8_t> host(rb * N);
+  for (int64_t n = 0; n < N; ++n) {
+    for (auto& x : row) x = nd(rng);
+    loom::quant::quantize_row(t, row.data(), host.data() + n * rb, K);
+  }
+  return host;
 }
 
 // An attention shape of the bench's models, and its depth (decode) or rows (a prompt).
@@ -177,14 +191,7 @@ void bench_persistent(double copy_gbs) {
   std::mt19937_64 rng(13);
   std::normal_distribution<float> nd;
   for (const int64_t N : {int64_t(4096), int64_t(64)}) {
-    const size_t rb = loom::quant::row_size(t, K);
-    std::vector<float> row(K);
-    std::vector<uint8_t> host(rb * N);
-    for (int64_t n = 0; n < N; ++n) {
-      for (auto& x : row) x = nd(rng);
-      loom::quant::quantize_row(t, row.data(), host.data() + n * rb, K);
-    }
-    const std::vector<uint8_t> packed = pack_rows(t, host.data(), N, K);
+    const std::vector<uint8_t> packed = pack_rows(t, random_rows(t, N, K, rng).data(), N, K);
     const size_t prb = packed.size() / size_t(N);
     std::vector<DeviceBuffer> wp;
     for (int i = 0; i < P; ++i) wp.push_back(DeviceBuffer::of(packed));
@@ -258,12 +265,7 @@ int main() {
   for (const auto& c : cases) {
     const size_t rb = loom::quant::row_size(c.t, c.K), bytes = rb * c.N;
     const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));  // > L2 in rotation
-    std::vector<float> row(c.K);
-    std::vector<uint8_t> host(bytes);
-    for (int64_t n = 0; n < c.N; ++n) {
-      for (auto& x : row) x = nd(rng);
-      loom::quant::quantize_row(c.t, row.data(), host.data() + n * rb, c.K);
-    }
+    const std::vector<uint8_t> host = random_rows(c.t, c.N, c.K, rng);
     const bool q8 = has_q8_kernel(c.t, c.K);
     const std::vector<uint8_t> packed = q8 ? pack_rows(c.t, host.data(), c.N, c.K) : std::vector<uint8_t>();
     std::vector<DeviceBuffer> w, wp;
