@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -179,32 +180,34 @@ void bench_prompt_attention() {
 // matmuls, each RMS-normed and quantized from the one before (rms_norm_q8 + matmul_q8, captured
 // in a graph, against one PersistentStep of P matmul phases with the norm staged per block), each
 // phase's weight a copy of its own so that it streams from DRAM. Time per phase: on N = 4096 the
-// matmul's bandwidth shows; on N = 64 what a phase costs beyond its weights (the launch or the
-// grid barrier, and the staging). The grid at 1, 2 and 4 blocks a multiprocessor.
+// matmul's bandwidth shows; on N = 64 what a phase costs beyond its weights, split by the probes
+// ("barrier": the phases' grid barriers alone; "stage": with each block's staging of the row).
+// The grid at 1, 2 and 4 blocks a multiprocessor; "pN": the barrier sleeps N ns between polls.
 void bench_persistent(double copy_gbs) {
-  std::printf("| %-6s | %-12s | %-6s | %-14s | %-9s | %-9s | %-8s |\n", "type", "N x K", "phases", "kernel", "us/phase",
+  std::printf("| %-6s | %-12s | %-6s | %-18s | %-9s | %-9s | %-8s |\n", "type", "N x K", "phases", "kernel", "us/phase",
               "GB/s", "of copy");
-  std::printf("|--------|--------------|--------|----------------|-----------|-----------|----------|\n");
+  std::printf("|--------|--------------|--------|--------------------|-----------|-----------|----------|\n");
   const TensorType t = TensorType::Q4_K;
-  const int64_t K = 4096;
   const int P = 32;
   std::mt19937_64 rng(13);
   std::normal_distribution<float> nd;
-  for (const int64_t N : {int64_t(4096), int64_t(64)}) {
+  struct Case { int64_t N, K; };
+  for (const Case c : {Case{4096, 4096}, Case{64, 4096}, Case{64, 576}}) {
+    const int64_t N = c.N, K = c.K;
     const std::vector<uint8_t> packed = pack_rows(t, random_rows(t, N, K, rng).data(), N, K);
     const size_t prb = packed.size() / size_t(N);
     std::vector<DeviceBuffer> wp;
     for (int i = 0; i < P; ++i) wp.push_back(DeviceBuffer::of(packed));
-    std::vector<float> x(K), ones(K, 1.f);
+    std::vector<float> x(std::max(N, K)), ones(K, 1.f);
     for (auto& v : x) v = nd(rng);
     DeviceBuffer a = DeviceBuffer::of(x), b = DeviceBuffer::of(x), normed(K * sizeof(float)), w = DeviceBuffer::of(ones);
     DeviceBuffer dq(K), dds(K / 32 * sizeof(float2));
     auto in = [&](int i) { return (i % 2 ? b : a).get<float>(); };
     auto out = [&](int i) { return (i % 2 ? a : b).get<float>(); };
-    auto report = [&](const char* kernel, float ms) {
+    auto report = [&](const std::string& kernel, float ms) {
       const double gbs = double(packed.size()) * P / (ms * 1e-3) / 1e9;
-      std::printf("| %-6s | %5lld x %-5lld | %6d | %-14s | %9.2f | %9.0f | %7.0f%% |\n", gguf::type_name(t).data(),
-                  (long long)N, (long long)K, P, kernel, ms * 1e3 / P, gbs, 100 * gbs / copy_gbs);
+      std::printf("| %-6s | %5lld x %-5lld | %6d | %-18s | %9.2f | %9.0f | %7.0f%% |\n", gguf::type_name(t).data(),
+                  (long long)N, (long long)K, P, kernel.c_str(), ms * 1e3 / P, gbs, 100 * gbs / copy_gbs);
     };
     cudaStream_t s;
     LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -221,18 +224,22 @@ void bench_persistent(double copy_gbs) {
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     cudaStreamDestroy(s);
-    for (int bps : {1, 2, 4}) {
-      PersistentStep step;
-      for (int i = 0; i < P; ++i) {
-        PersistentMatmul m;
-        m.parts.push_back(MatmulPart{t, wp[i].get<uint8_t>(), prb, N, out(i), N});
-        m.K = K, m.x = in(i), m.norm = w.get<float>(), m.eps = 1e-5f;
-        step.add(m);
-      }
-      step.upload(bps);
-      const std::string name = "persistent " + std::to_string(bps) + "/SM";
-      report(name.c_str(), time_ms(20, [&](int) { step.launch(nullptr); }));
+    PersistentStep step;
+    for (int i = 0; i < P; ++i) {
+      PersistentMatmul m;
+      m.parts.push_back(MatmulPart{t, wp[i].get<uint8_t>(), prb, N, out(i), N});
+      m.K = K, m.x = in(i), m.norm = w.get<float>(), m.eps = 1e-5f;
+      step.add(m);
     }
+    const PersistentProbe probes[] = {PersistentProbe::full, PersistentProbe::stage, PersistentProbe::barrier};
+    for (const PersistentProbe probe : N == 64 ? std::span(probes) : std::span(probes, 1))
+      for (int bps : {1, 2, 4})
+        for (int poll_ns : {0, 100}) {
+          step.upload({bps, poll_ns, probe});
+          const char* what = probe == PersistentProbe::full ? "persistent" : probe == PersistentProbe::stage ? "stage" : "barrier";
+          report(std::string(what) + " " + std::to_string(bps) + "/SM" + (poll_ns ? " p" + std::to_string(poll_ns) : ""),
+                 time_ms(20, [&](int) { step.launch(nullptr); }));
+        }
   }
   std::printf("\n");
 }

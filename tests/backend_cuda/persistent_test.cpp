@@ -78,8 +78,10 @@ TEST(PersistentStep, MatmulPhasesSameBitsAsLaunchedNormsAndMatmuls) {
     matmul_q8_parts(&p3, 1, MatmulEpilogue::store, K, q.get<int8_t>(), ds.get<float2>(), 1, nullptr);
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());
 
-    for (int blocks_per_sm : {0, 1}) {
-      SCOPED_TRACE(::testing::Message() << "blocks an SM " << (blocks_per_sm ? "1" : "as many as fit"));
+    for (const PersistentLaunch how : {PersistentLaunch{}, PersistentLaunch{.blocks_per_sm = 1},
+                                       PersistentLaunch{.poll_ns = 200}}) {
+      SCOPED_TRACE(::testing::Message() << "blocks an SM " << how.blocks_per_sm << " (0: as many as fit), poll sleep "
+                                        << how.poll_ns << " ns");
       Outputs o(fill1, fill2, na, nb, n3);
       PersistentStep step;
       PersistentMatmul m1{first(o), MatmulEpilogue::store, K, x.get<float>(), norm1.get<float>(), eps};
@@ -89,7 +91,7 @@ TEST(PersistentStep, MatmulPhasesSameBitsAsLaunchedNormsAndMatmuls) {
         ASSERT_EQ(PersistentStep::unsupported(*m), "");
         step.add(*m);
       }
-      step.upload(blocks_per_sm);
+      step.upload(how);
       step.launch(nullptr);
       LOOM_CUDA_CHECK(cudaDeviceSynchronize());
       expect_same_bits<float>(o.y1, launched.y1, "first phase, part 0");

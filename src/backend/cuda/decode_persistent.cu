@@ -35,7 +35,8 @@ constexpr int kPersistentBlocks = 4;  // blocks an SM the kernel keeps registers
 constexpr int kNormThreads = 256;  // rms_norm_q8's block: its sum of squares adds in this order
 constexpr long long kHangCycles = 20'000'000'000LL;  // ~10 s at 2 GHz: a barrier that never fills
 
-enum class PhaseKind : int32_t { matmul, attention, merge };
+// probe_*: a matmul phase reduced to its barrier, or to its barrier and staging (PersistentProbe).
+enum class PhaseKind : int32_t { matmul, attention, merge, probe_barrier, probe_stage };
 
 struct MatmulPhase {
   Parts groups[kMaxParts];        // one a weight type among the parts (gated: gate and up, one type)
@@ -189,11 +190,15 @@ __device__ __forceinline__ void grid_arrive(unsigned* bar) {
     atomicAdd(bar, 1u);
   }
 }
-__device__ __forceinline__ void grid_wait(const unsigned* bar, unsigned target) {
+// poll_ns: a sleep between two reads of the counter, so that hundreds of waiting blocks do not
+// keep its L2 slice busy while the last arrivals queue there.
+__device__ __forceinline__ void grid_wait(const unsigned* bar, unsigned target, int poll_ns) {
   if (threadIdx.x == 0) {
     const long long t0 = clock64();
-    while (*reinterpret_cast<const volatile unsigned*>(bar) < target)
+    while (*reinterpret_cast<const volatile unsigned*>(bar) < target) {
+      if (poll_ns) __nanosleep(unsigned(poll_ns));
       if (clock64() - t0 > kHangCycles) __trap();  // a block that never became resident
+    }
     __threadfence();
   }
   __syncthreads();
@@ -265,16 +270,21 @@ __device__ __forceinline__ void matmul_phase(const MatmulPhase& m, int64_t g, in
 // HD, GM: the attention phases' head_dim and group size (decode_attention_block's).
 template <int HD, int GM>
 __global__ void __launch_bounds__(kThreads, kPersistentBlocks)
-    decode_persistent_kernel(const Phase* __restrict__ phases, int n, unsigned* bar) {
+    decode_persistent_kernel(const Phase* __restrict__ phases, int n, unsigned* bar, int poll_ns) {
   extern __shared__ __align__(16) uint8_t stage[];
   const int lane = threadIdx.x % kWarpSize;
   const int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   for (int i = 0; i < n; ++i) {
     const Phase& ph = phases[i];
     const unsigned target = unsigned(i) * gridDim.x;  // every block's arrivals from the phases before
-    auto barrier = [&] { grid_wait(bar, target); };
+    auto barrier = [&] { grid_wait(bar, target, poll_ns); };
     if (ph.kind == PhaseKind::matmul) {
       matmul_phase(ph.mm, g, lane, stage, barrier);
+    } else if (ph.kind == PhaseKind::probe_barrier) {
+      barrier();
+    } else if (ph.kind == PhaseKind::probe_stage) {
+      barrier();
+      stage_row(ph.mm, stage);
     } else if (ph.kind == PhaseKind::attention) {
       barrier();
       attention_items<HD, GM>(ph.at);
@@ -287,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, kPersistentBlocks)
   }
 }
 
-using KernelFn = void (*)(const Phase*, int, unsigned*);
+using KernelFn = void (*)(const Phase*, int, unsigned*, int);
 
 // The instantiations: the head_dim and group size of the llama shapes (a group's heads rounded up
 // to a power of two, as attention_decode.cu's launch does).
@@ -310,7 +320,7 @@ struct PersistentStep::Impl {
   std::vector<size_t> mm_at;   // its index in host
   int hd = 0, gm = 0;
   int64_t max_k = 0;
-  int grid = 0;
+  int grid = 0, poll_ns = 0;
   size_t smem = 0;
   KernelFn kernel = nullptr;
   DeviceBuffer dev, bar;
@@ -378,8 +388,10 @@ void PersistentStep::add(const PersistentAttention& p) {
   }
 }
 
-void PersistentStep::upload(int blocks_per_sm) {
+void PersistentStep::upload(const PersistentLaunch& how) {
   Impl& m = *impl_;
+  if (how.poll_ns < 0 || how.poll_ns > 1'000'000) cuda_invalid("persistent step: a poll sleep of 0 to 1 ms");
+  m.poll_ns = how.poll_ns;
   m.kernel = kernel_for(m.hd ? m.hd : 64, m.hd ? m.gm : 4);
   m.smem = stage_bytes(m.max_k);
   LOOM_CUDA_CHECK(cudaFuncSetAttribute(m.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(m.smem)));
@@ -388,12 +400,13 @@ void PersistentStep::upload(int blocks_per_sm) {
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   LOOM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.kernel, kThreads, m.smem));
   if (blocks < 1) cuda_invalid("persistent step: the kernel does not fit a multiprocessor");
-  if (blocks_per_sm > 0) blocks = std::min(blocks, blocks_per_sm);
+  if (how.blocks_per_sm > 0) blocks = std::min(blocks, how.blocks_per_sm);
   m.grid = blocks * sms;
   const double warps = double(m.grid) * kWarpsPerBlock;
   for (size_t i = 0; i < m.parts.size(); ++i) {
     const Parts& P = m.parts[i];
     MatmulPhase& ph = m.host[m.mm_at[i]].mm;
+    ph.n_groups = 0;  // a second upload assigns them afresh
     int64_t end = 0;
     auto add_group = [&](Parts& group) {
       end += group.warps;
@@ -412,6 +425,9 @@ void PersistentStep::upload(int blocks_per_sm) {
       });
     }
     if (end > int64_t(warps)) cuda_invalid("persistent step: a matmul needs more warps than the grid has");
+    m.host[m.mm_at[i]].kind = how.probe == PersistentProbe::full      ? PhaseKind::matmul
+                              : how.probe == PersistentProbe::barrier ? PhaseKind::probe_barrier
+                                                                      : PhaseKind::probe_stage;
   }
   m.dev = DeviceBuffer(m.host.size() * sizeof(Phase));
   LOOM_CUDA_CHECK(cudaMemcpy(m.dev.get(), m.host.data(), m.dev.bytes(), cudaMemcpyHostToDevice));
@@ -423,7 +439,8 @@ void PersistentStep::launch(cudaStream_t s) const {
   if (!m.dev.bytes()) cuda_invalid("persistent step: launched before upload");
   LOOM_CUDA_CHECK(cudaMemsetAsync(m.bar.get(), 0, sizeof(unsigned), s));
   // Plainly (no programmatic launch): its blocks read the embedding's output without a wait.
-  m.kernel<<<unsigned(m.grid), kThreads, m.smem, s>>>(m.dev.get<Phase>(), int(m.host.size()), m.bar.get<unsigned>());
+  m.kernel<<<unsigned(m.grid), kThreads, m.smem, s>>>(m.dev.get<Phase>(), int(m.host.size()), m.bar.get<unsigned>(),
+                                                      m.poll_ns);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

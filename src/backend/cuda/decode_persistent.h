@@ -45,6 +45,16 @@ struct PersistentAttention {
   float* scratch = nullptr;  // chunks > 1: the partial results (attention_scratch_floats)
 };
 
+// How upload sets a launch up. The probes time the parts of a matmul phase's cost (the kernel
+// bench): `barrier` has each matmul phase wait at the grid barrier and do nothing else, `stage`
+// adds the staging of its input row; the outputs are not written.
+enum class PersistentProbe { full, barrier, stage };
+struct PersistentLaunch {
+  int blocks_per_sm = 0;  // blocks a multiprocessor, at most as many as fit (0: as many as fit)
+  int poll_ns = 0;        // the barrier's sleep between two reads of the counter (0: none)
+  PersistentProbe probe = PersistentProbe::full;
+};
+
 class PersistentStep {
  public:
   PersistentStep();
@@ -58,9 +68,8 @@ class PersistentStep {
   // head_dim and a group size (the kernel is instantiated per pair).
   void add(const PersistentMatmul& m);
   void add(const PersistentAttention& a);
-  // Copies the phases to the device (a launch, captured or not, reads them there). The grid is
-  // blocks_per_sm blocks a multiprocessor, at most as many as fit (0: as many as fit).
-  void upload(int blocks_per_sm = 0);
+  // Copies the phases to the device (a launch, captured or not, reads them there).
+  void upload(const PersistentLaunch& how = {});
   // The grid barrier's reset and the one kernel, on the stream.
   void launch(cudaStream_t s) const;
 
