@@ -231,6 +231,13 @@ __device__ __noinline__ void attention_items(const AttentionPhase& at) {
   }
 }
 
+// Whether any of this block's warps has rows in the phase (warps are assigned from the first):
+// the blocks past them skip the staging, which every block would otherwise read from the same
+// L2 lines.
+__device__ __forceinline__ bool block_has_rows(const MatmulPhase& m) {
+  return int64_t(blockIdx.x) * kWarpsPerBlock < m.group_end[m.n_groups - 1];
+}
+
 // Warp g's part of a matmul phase: its type group's matmul_warp, whose wait is the barrier and
 // then the block's staging of the input row.
 template <class Barrier>
@@ -240,7 +247,7 @@ __device__ __forceinline__ void matmul_phase(const MatmulPhase& m, int64_t g, in
                 reinterpret_cast<float2*>(stage + codes_at(m.K) + m.K), m.K};
   auto wait = [&] {
     barrier();
-    stage_row(m, stage);
+    if (block_has_rows(m)) stage_row(m, stage);
     __syncthreads();
   };
   int gi = -1;
@@ -284,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, kPersistentBlocks)
       barrier();
     } else if (ph.kind == PhaseKind::probe_stage) {
       barrier();
-      stage_row(ph.mm, stage);
+      if (block_has_rows(ph.mm)) stage_row(ph.mm, stage);
     } else if (ph.kind == PhaseKind::attention) {
       barrier();
       attention_items<HD, GM>(ph.at);
