@@ -182,17 +182,17 @@ void bench_prompt_attention() {
 // phase's weight a copy of its own so that it streams from DRAM. Time per phase: on N = 4096 the
 // matmul's bandwidth shows; on N = 64 what a phase costs beyond its weights, split by the probes
 // ("barrier": the phases' grid barriers alone; "stage": with each block's staging of the row).
-// The grid at 1, 2 and 4 blocks a multiprocessor; "pN": the barrier sleeps N ns between polls.
+// The grid at 1, 2 and 4 blocks a multiprocessor.
 void bench_persistent(double copy_gbs) {
   std::printf("| %-6s | %-12s | %-6s | %-18s | %-9s | %-9s | %-8s |\n", "type", "N x K", "phases", "kernel", "us/phase",
               "GB/s", "of copy");
   std::printf("|--------|--------------|--------|--------------------|-----------|-----------|----------|\n");
-  const TensorType t = TensorType::Q4_K;
   const int P = 32;
   std::mt19937_64 rng(13);
   std::normal_distribution<float> nd;
-  struct Case { int64_t N, K; };
-  for (const Case c : {Case{4096, 4096}, Case{64, 4096}, Case{64, 576}}) {
+  struct Case { TensorType t; int64_t N, K; };  // K 576: the 135M's width (no k-quant: its file has Q5_0 / Q8_0 there)
+  for (const Case c : {Case{TensorType::Q4_K, 4096, 4096}, Case{TensorType::Q4_K, 64, 4096}, Case{TensorType::Q8_0, 64, 576}}) {
+    const TensorType t = c.t;
     const int64_t N = c.N, K = c.K;
     const std::vector<uint8_t> packed = pack_rows(t, random_rows(t, N, K, rng).data(), N, K);
     const size_t prb = packed.size() / size_t(N);
@@ -233,13 +233,11 @@ void bench_persistent(double copy_gbs) {
     }
     const PersistentProbe probes[] = {PersistentProbe::full, PersistentProbe::stage, PersistentProbe::barrier};
     for (const PersistentProbe probe : N == 64 ? std::span(probes) : std::span(probes, 1))
-      for (int bps : {1, 2, 4})
-        for (int poll_ns : {0, 100}) {
-          step.upload({bps, poll_ns, probe});
-          const char* what = probe == PersistentProbe::full ? "persistent" : probe == PersistentProbe::stage ? "stage" : "barrier";
-          report(std::string(what) + " " + std::to_string(bps) + "/SM" + (poll_ns ? " p" + std::to_string(poll_ns) : ""),
-                 time_ms(20, [&](int) { step.launch(nullptr); }));
-        }
+      for (int bps : {1, 2, 4}) {
+        step.upload({bps, probe});
+        const char* what = probe == PersistentProbe::full ? "persistent" : probe == PersistentProbe::stage ? "stage" : "barrier";
+        report(std::string(what) + " " + std::to_string(bps) + "/SM", time_ms(20, [&](int) { step.launch(nullptr); }));
+      }
   }
   std::printf("\n");
 }

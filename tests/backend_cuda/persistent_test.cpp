@@ -78,10 +78,8 @@ TEST(PersistentStep, MatmulPhasesSameBitsAsLaunchedNormsAndMatmuls) {
     matmul_q8_parts(&p3, 1, MatmulEpilogue::store, K, q.get<int8_t>(), ds.get<float2>(), 1, nullptr);
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());
 
-    for (const PersistentLaunch how : {PersistentLaunch{}, PersistentLaunch{.blocks_per_sm = 1},
-                                       PersistentLaunch{.poll_ns = 200}}) {
-      SCOPED_TRACE(::testing::Message() << "blocks an SM " << how.blocks_per_sm << " (0: as many as fit), poll sleep "
-                                        << how.poll_ns << " ns");
+    for (const PersistentLaunch how : {PersistentLaunch{}, PersistentLaunch{.blocks_per_sm = 1}}) {
+      SCOPED_TRACE(::testing::Message() << "blocks an SM " << how.blocks_per_sm << " (0: as many as fit)");
       Outputs o(fill1, fill2, na, nb, n3);
       PersistentStep step;
       PersistentMatmul m1{first(o), MatmulEpilogue::store, K, x.get<float>(), norm1.get<float>(), eps};
@@ -103,8 +101,8 @@ TEST(PersistentStep, MatmulPhasesSameBitsAsLaunchedNormsAndMatmuls) {
   }
 }
 
-// What the step refuses before anything runs: a row that is not 16-byte aligned, K not a
-// multiple of 32, a matmul writing the row it reads, gate and up of two types.
+// What the step refuses before anything runs: a row or norm weights not 16-byte aligned, K not
+// a multiple of 32, a matmul writing the row it reads, gate and up of two types.
 TEST(PersistentStep, RefusesWhatItCannotStage) {
   std::mt19937_64 rng(fresh_seed() + 1);
   const int64_t K = 256;
@@ -114,6 +112,8 @@ TEST(PersistentStep, RefusesWhatItCannotStage) {
   const MatmulPart pv{v.type, v.packed.get<uint8_t>(), v.row_bytes, 32, nullptr, 0};
   EXPECT_EQ(PersistentStep::unsupported(PersistentMatmul{{pw}, MatmulEpilogue::store, K, x.get<float>()}), "");
   EXPECT_NE(PersistentStep::unsupported(PersistentMatmul{{pw}, MatmulEpilogue::store, K, x.get<float>() + 1}), "");
+  EXPECT_EQ(PersistentStep::unsupported(PersistentMatmul{{pw}, MatmulEpilogue::store, K, x.get<float>(), x.get<float>() + 4, 1e-5f}), "");
+  EXPECT_NE(PersistentStep::unsupported(PersistentMatmul{{pw}, MatmulEpilogue::store, K, x.get<float>(), x.get<float>() + 1, 1e-5f}), "");
   EXPECT_NE(PersistentStep::unsupported(PersistentMatmul{{pw}, MatmulEpilogue::store, K - 16, x.get<float>()}), "");
   EXPECT_NE(PersistentStep::unsupported(PersistentMatmul{{pw}, MatmulEpilogue::store, K, y.get<float>()}), "");
   EXPECT_NE(PersistentStep::unsupported(PersistentMatmul{{pw, pv}, MatmulEpilogue::swiglu, K, x.get<float>()}), "");

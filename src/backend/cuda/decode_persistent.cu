@@ -70,11 +70,9 @@ struct Phase {
   MergePhase mg;
 };
 
-// The staged row in shared memory: f32 with a pad float after each 32-block, so that a thread
-// reading its own block element by element and a warp reading consecutive elements both hit
-// 32 banks; then the q8_1 codes (16-byte aligned) and the blocks' scales.
-__device__ __host__ constexpr int64_t padded(int64_t c) { return c + c / kQ8Block; }
-__device__ __host__ constexpr size_t codes_at(int64_t K) { return (size_t(padded(K)) * sizeof(float) + 15) / 16 * 16; }
+// The staged row in shared memory: f32, then the q8_1 codes (16-byte aligned: K is a multiple
+// of 32) and the blocks' scales.
+__device__ __host__ constexpr size_t codes_at(int64_t K) { return size_t(K) * sizeof(float); }
 __device__ __host__ constexpr size_t stage_bytes(int64_t K) {
   return codes_at(K) + size_t(K) + size_t(K / kQ8Block) * sizeof(float2);
 }
@@ -94,10 +92,7 @@ __device__ __forceinline__ void load_row(const float* x, int64_t K, float* xs) {
       if (base + i * kThreads < n4) v[i] = __ldcg(x4 + base + i * kThreads);
 #pragma unroll
     for (int i = 0; i < kBatch; ++i)
-      if (base + i * kThreads < n4) {
-        float* d = xs + padded(4 * (base + i * kThreads));  // 4 elements of one 32-block
-        d[0] = v[i].x, d[1] = v[i].y, d[2] = v[i].z, d[3] = v[i].w;
-      }
+      if (base + i * kThreads < n4) reinterpret_cast<float4*>(xs)[base + i * kThreads] = v[i];
   }
   __syncthreads();
 }
@@ -118,12 +113,12 @@ __device__ __forceinline__ float sum_squares_as(const float* xs, int64_t n) {
     for (; c + 7 * int64_t(NT) < n; c += 8 * int64_t(NT)) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const float v = xs[padded(c + i * int64_t(NT))];
+        const float v = xs[c + i * int64_t(NT)];
         sum += v * v;
       }
     }
     for (; c < n; c += NT) {
-      const float v = xs[padded(c)];
+      const float v = xs[c];
       sum += v * v;
     }
     sum = warp_sum(sum);
@@ -140,44 +135,51 @@ __device__ __forceinline__ float sum_squares_as(const float* xs, int64_t n) {
 }
 
 // The phase's input row as q8_1 in shared memory, through the RMS norm first where the phase has
-// one: rms_norm_q8's values, quantize_q8_1_block's codes and scales. A thread quantizes a whole
-// 32-block (the warp-wide kernel's max and its sum of integer codes are exact in any order, so
-// the codes and scales are the same), its values computed twice (for the max, then the codes)
-// rather than held.
+// one: rms_norm_q8's values (x * s * w), quantize_q8_1_block's codes and scales. Eight lanes
+// quantize a 32-block, four consecutive values each, so a warp's norm-weight loads are 512
+// contiguous bytes (run 15: a thread a block, each of its 32 scalar loads touching 32 lines,
+// cost ~8 us of staging at K = 4096). The block's max and its sum of integer codes are exact in
+// any order, so the codes and scales are the same.
 __device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage) {
-  const int64_t K = m.K;
+  constexpr int kLanesPerBlock = kQ8Block / 4;
+  constexpr int kBlocksPerWarp = kWarpSize / kLanesPerBlock;
+  const int64_t K = m.K, nb = K / kQ8Block;
   const float* w = m.norm;
   float* xs = reinterpret_cast<float*>(stage);
   int8_t* codes = reinterpret_cast<int8_t*>(stage + codes_at(K));
   float2* ds = reinterpret_cast<float2*>(stage + codes_at(K) + K);
   load_row(m.x, K, xs);
   const float s = w ? rsqrtf(sum_squares_as<kNormThreads>(xs, K) / float(K) + m.eps) : 1.f;
-  for (int64_t b = threadIdx.x; b < K / kQ8Block; b += kThreads) {
-    const int64_t c0 = b * kQ8Block;
-    const float* xb = xs + padded(c0);
-    auto value = [&](int i) { return w ? xb[i] * s * __ldg(w + c0 + i) : xb[i]; };
-    float amax = 0.f;
-#pragma unroll
-    for (int i = 0; i < kQ8Block; ++i) amax = fmaxf(amax, fabsf(value(i)));
+  const int lane = threadIdx.x % kWarpSize, sub = lane % kLanesPerBlock;
+  for (int64_t b0 = int64_t(threadIdx.x / kWarpSize) * kBlocksPerWarp; b0 < nb; b0 += kWarpsPerBlock * kBlocksPerWarp) {
+    const int64_t b = b0 + lane / kLanesPerBlock, c = b * kQ8Block + 4 * sub;
+    const bool live = b < nb;  // every lane takes part in the shuffles
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    if (live) {
+      const float4 x4 = reinterpret_cast<const float4*>(xs)[c / 4];
+      v[0] = x4.x, v[1] = x4.y, v[2] = x4.z, v[3] = x4.w;
+      if (w) {
+        const float4 w4 = __ldg(reinterpret_cast<const float4*>(w) + c / 4);
+        v[0] = v[0] * s * w4.x, v[1] = v[1] * s * w4.y, v[2] = v[2] * s * w4.z, v[3] = v[3] * s * w4.w;
+      }
+    }
+    const float amax =
+        lanes_max<kLanesPerBlock>(fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3]))));
     const float d = amax / 127.f;
     const float id = d != 0.f ? 1.f / d : 0.f;
+    uint32_t word = 0;
     int sum = 0;
-    uint32_t words[kQ8Block / 4];
 #pragma unroll
-    for (int k = 0; k < kQ8Block / 4; ++k) {
-      uint32_t word = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = int(roundf(value(4 * k + j) * id));
-        sum += c;
-        word |= uint32_t(uint8_t(int8_t(c))) << (8 * j);
-      }
-      words[k] = word;
+    for (int j = 0; j < 4; ++j) {
+      const int q = int(roundf(v[j] * id));
+      sum += q;
+      word |= uint32_t(uint8_t(int8_t(q))) << (8 * j);
     }
-    int4* out = reinterpret_cast<int4*>(codes + c0);
-    out[0] = make_int4(int(words[0]), int(words[1]), int(words[2]), int(words[3]));
-    out[1] = make_int4(int(words[4]), int(words[5]), int(words[6]), int(words[7]));
-    ds[b] = make_float2(d, d * float(sum));
+    const float total = lanes_sum<kLanesPerBlock>(float(sum));  // exact: |total| <= 32 * 127
+    if (live) {
+      reinterpret_cast<uint32_t*>(codes)[c / 4] = word;
+      if (sub == 0) ds[b] = make_float2(d, d * total);
+    }
   }
 }
 
@@ -190,15 +192,13 @@ __device__ __forceinline__ void grid_arrive(unsigned* bar) {
     atomicAdd(bar, 1u);
   }
 }
-// poll_ns: a sleep between two reads of the counter, so that hundreds of waiting blocks do not
-// keep its L2 slice busy while the last arrivals queue there.
-__device__ __forceinline__ void grid_wait(const unsigned* bar, unsigned target, int poll_ns) {
+// (Run 15: 1.4 / 1.6 / 2.0 us a barrier at 1 / 2 / 4 blocks an SM; a 100 ns sleep between polls
+// made it no faster.)
+__device__ __forceinline__ void grid_wait(const unsigned* bar, unsigned target) {
   if (threadIdx.x == 0) {
     const long long t0 = clock64();
-    while (*reinterpret_cast<const volatile unsigned*>(bar) < target) {
-      if (poll_ns) __nanosleep(unsigned(poll_ns));
+    while (*reinterpret_cast<const volatile unsigned*>(bar) < target)
       if (clock64() - t0 > kHangCycles) __trap();  // a block that never became resident
-    }
     __threadfence();
   }
   __syncthreads();
@@ -277,14 +277,14 @@ __device__ __forceinline__ void matmul_phase(const MatmulPhase& m, int64_t g, in
 // HD, GM: the attention phases' head_dim and group size (decode_attention_block's).
 template <int HD, int GM>
 __global__ void __launch_bounds__(kThreads, kPersistentBlocks)
-    decode_persistent_kernel(const Phase* __restrict__ phases, int n, unsigned* bar, int poll_ns) {
+    decode_persistent_kernel(const Phase* __restrict__ phases, int n, unsigned* bar) {
   extern __shared__ __align__(16) uint8_t stage[];
   const int lane = threadIdx.x % kWarpSize;
   const int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   for (int i = 0; i < n; ++i) {
     const Phase& ph = phases[i];
     const unsigned target = unsigned(i) * gridDim.x;  // every block's arrivals from the phases before
-    auto barrier = [&] { grid_wait(bar, target, poll_ns); };
+    auto barrier = [&] { grid_wait(bar, target); };
     if (ph.kind == PhaseKind::matmul) {
       matmul_phase(ph.mm, g, lane, stage, barrier);
     } else if (ph.kind == PhaseKind::probe_barrier) {
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, kPersistentBlocks)
   }
 }
 
-using KernelFn = void (*)(const Phase*, int, unsigned*, int);
+using KernelFn = void (*)(const Phase*, int, unsigned*);
 
 // The instantiations: the head_dim and group size of the llama shapes (a group's heads rounded up
 // to a power of two, as attention_decode.cu's launch does).
@@ -327,7 +327,7 @@ struct PersistentStep::Impl {
   std::vector<size_t> mm_at;   // its index in host
   int hd = 0, gm = 0;
   int64_t max_k = 0;
-  int grid = 0, poll_ns = 0;
+  int grid = 0;
   size_t smem = 0;
   KernelFn kernel = nullptr;
   DeviceBuffer dev, bar;
@@ -341,6 +341,7 @@ PersistentStep& PersistentStep::operator=(PersistentStep&&) noexcept = default;
 std::string PersistentStep::unsupported(const PersistentMatmul& m) {
   if (m.parts.empty() || m.parts.size() > size_t(kMaxParts)) return "a matmul phase takes 1 to 4 weights";
   if (!m.x || reinterpret_cast<uintptr_t>(m.x) % 16) return "a matmul phase reads a 16-byte aligned row";
+  if (reinterpret_cast<uintptr_t>(m.norm) % 16) return "a matmul phase's norm weights are not 16-byte aligned";
   if (m.K <= 0 || m.K % kQ8Block || m.K > 32768) return "a staged row is a multiple of 32 wide, at most 32768";
   for (const MatmulPart& p : m.parts) {
     if (!has_q8_kernel(p.type, m.K) || !p.w) return "a weight without an integer-dot kernel";
@@ -397,8 +398,6 @@ void PersistentStep::add(const PersistentAttention& p) {
 
 void PersistentStep::upload(const PersistentLaunch& how) {
   Impl& m = *impl_;
-  if (how.poll_ns < 0 || how.poll_ns > 1'000'000) cuda_invalid("persistent step: a poll sleep of 0 to 1 ms");
-  m.poll_ns = how.poll_ns;
   m.kernel = kernel_for(m.hd ? m.hd : 64, m.hd ? m.gm : 4);
   m.smem = stage_bytes(m.max_k);
   LOOM_CUDA_CHECK(cudaFuncSetAttribute(m.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(m.smem)));
@@ -446,8 +445,7 @@ void PersistentStep::launch(cudaStream_t s) const {
   if (!m.dev.bytes()) cuda_invalid("persistent step: launched before upload");
   LOOM_CUDA_CHECK(cudaMemsetAsync(m.bar.get(), 0, sizeof(unsigned), s));
   // Plainly (no programmatic launch): its blocks read the embedding's output without a wait.
-  m.kernel<<<unsigned(m.grid), kThreads, m.smem, s>>>(m.dev.get<Phase>(), int(m.host.size()), m.bar.get<unsigned>(),
-                                                      m.poll_ns);
+  m.kernel<<<unsigned(m.grid), kThreads, m.smem, s>>>(m.dev.get<Phase>(), int(m.host.size()), m.bar.get<unsigned>());
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -51,7 +51,6 @@ struct PersistentAttention {
 enum class PersistentProbe { full, barrier, stage };
 struct PersistentLaunch {
   int blocks_per_sm = 0;  // blocks a multiprocessor, at most as many as fit (0: as many as fit)
-  int poll_ns = 0;        // the barrier's sleep between two reads of the counter (0: none)
   PersistentProbe probe = PersistentProbe::full;
 };
 
