@@ -25,6 +25,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "quant/quant.h"
+#include "random_weight.h"
 
 using namespace loom::backend::cuda;
 using gguf::TensorType;
@@ -45,19 +46,6 @@ float time_ms(int iters, const auto& fn) {
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return ms / iters;
-}
-
-// N stored rows of type t quantized from normal floats.
-std::vector<uint8_t> random_rows(TensorType t, int64_t N, int64_t K, std::mt19937_64& rng) {
-  std::normal_distribution<float> nd;
-  const size_t rb = loom::quant::row_size(t, K);
-  std::vector<float> row(K);
-  std::vector<uint8_t> host(rb * N);
-  for (int64_t n = 0; n < N; ++n) {
-    for (auto& x : row) x = nd(rng);
-    loom::quant::quantize_row(t, row.data(), host.data() + n * rb, K);
-  }
-  return host;
 }
 
 // An attention shape of the bench's models, and its depth (decode) or rows (a prompt).
@@ -194,7 +182,7 @@ void bench_persistent(double copy_gbs) {
   for (const Case c : {Case{TensorType::Q4_K, 4096, 4096}, Case{TensorType::Q4_K, 64, 4096}, Case{TensorType::Q8_0, 64, 576}}) {
     const TensorType t = c.t;
     const int64_t N = c.N, K = c.K;
-    const std::vector<uint8_t> packed = pack_rows(t, random_rows(t, N, K, rng).data(), N, K);
+    const std::vector<uint8_t> packed = pack_rows(t, random_rows(rng, t, N, K).data(), N, K);
     const size_t prb = packed.size() / size_t(N);
     std::vector<DeviceBuffer> wp;
     for (int i = 0; i < P; ++i) wp.push_back(DeviceBuffer::of(packed));
@@ -270,7 +258,7 @@ int main() {
   for (const auto& c : cases) {
     const size_t rb = loom::quant::row_size(c.t, c.K), bytes = rb * c.N;
     const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));  // > L2 in rotation
-    const std::vector<uint8_t> host = random_rows(c.t, c.N, c.K, rng);
+    const std::vector<uint8_t> host = random_rows(rng, c.t, c.N, c.K);
     const bool q8 = has_q8_kernel(c.t, c.K);
     const std::vector<uint8_t> packed = q8 ? pack_rows(c.t, host.data(), c.N, c.K) : std::vector<uint8_t>();
     std::vector<DeviceBuffer> w, wp;

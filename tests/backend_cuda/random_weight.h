@@ -22,15 +22,23 @@ struct Weight {
   size_t row_bytes = 0;
 };
 
-inline Weight random_weight(std::mt19937_64& rng, gguf::TensorType t, int64_t N, int64_t K) {
-  Weight w{t, N, K, std::vector<float>(size_t(N * K)), {}, 0};
+// N stored rows of type t, each quantized from fresh normal floats (also the kernel bench's
+// weights, where a dequantized copy of the 8B head would not fit).
+inline std::vector<uint8_t> random_rows(std::mt19937_64& rng, gguf::TensorType t, int64_t N, int64_t K) {
   const size_t rb = quant::row_size(t, K);
   std::vector<uint8_t> stored(rb * size_t(N));
   for (int64_t n = 0; n < N; ++n) {
     const auto src = random_floats(rng, size_t(K));
     quant::quantize_row(t, src.data(), stored.data() + n * rb, K);
-    quant::dequantize_row(t, stored.data() + n * rb, w.deq.data() + n * K, K);
   }
+  return stored;
+}
+
+inline Weight random_weight(std::mt19937_64& rng, gguf::TensorType t, int64_t N, int64_t K) {
+  Weight w{t, N, K, std::vector<float>(size_t(N * K)), {}, 0};
+  const size_t rb = quant::row_size(t, K);
+  const std::vector<uint8_t> stored = random_rows(rng, t, N, K);
+  for (int64_t n = 0; n < N; ++n) quant::dequantize_row(t, stored.data() + n * rb, w.deq.data() + n * K, K);
   const auto p = pack_rows(t, stored.data(), N, K);
   w.row_bytes = p.size() / size_t(N);
   w.packed = DeviceBuffer::of(p);
