@@ -176,6 +176,7 @@ void bench_persistent(double copy_gbs) {
               "GB/s", "of copy");
   std::printf("|--------|--------------|--------|--------------------|-----------|-----------|----------|\n");
   const int P = 32;
+  std::string traces;
   std::mt19937_64 rng(13);
   std::normal_distribution<float> nd;
   struct Case { TensorType t; int64_t N, K; };  // K 576: the 135M's width (no k-quant: its file has Q5_0 / Q8_0 there)
@@ -226,8 +227,21 @@ void bench_persistent(double copy_gbs) {
         const char* what = probe == PersistentProbe::full ? "persistent" : probe == PersistentProbe::stage ? "stage" : "barrier";
         report(std::string(what) + " " + std::to_string(bps) + "/SM", time_ms(20, [&](int) { step.launch(nullptr); }));
       }
+    if (N == 64) {  // where the staging's time goes, by the staging blocks' clocks
+      step.upload({1, PersistentProbe::stage, true});
+      for (int i = 0; i < 20; ++i) step.launch(nullptr);
+      LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+      const StageTrace tr = step.stage_trace();
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "%s %lld x %lld, stage 1/SM, a staging block's us a phase: arrival to barrier exit %.2f, row load "
+                    "%.2f, sum of squares %.2f, quantize %.2f (%lld phases)\n",
+                    gguf::type_name(t).data(), (long long)N, (long long)K, tr.barrier_us, tr.load_us, tr.sum_us,
+                    tr.quantize_us, tr.phases);
+      traces += line;
+    }
   }
-  std::printf("\n");
+  std::printf("\n%s\n", traces.c_str());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 // end to end (e2e_logits.py, "decode, decode_persistent = true: the decode's bits").
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -99,6 +100,42 @@ TEST(PersistentStep, MatmulPhasesSameBitsAsLaunchedNormsAndMatmuls) {
       expect_same_bits<float>(o.y3, launched.y3, "lone matmul");
     }
   }
+}
+
+// The traced stage probe (the kernel bench's split of a phase's cost): it counts each staging
+// block's phases, each at least one block and at most the grid, with a positive time for every
+// step, and writes no outputs; a step uploaded without the trace refuses to report one.
+TEST(PersistentStep, StageProbeTracesItsStagingBlocks) {
+  std::mt19937_64 rng(fresh_seed() + 2);
+  const int64_t K = 4096, N = 64;
+  const int phases = 3, launches = 4;
+  const Weight w = random_weight(rng, TensorType::Q4_K, N, K);
+  auto x = DeviceBuffer::of(random_floats(rng, size_t(K))), norm = DeviceBuffer::of(random_floats(rng, size_t(K)));
+  DeviceBuffer y(size_t(N) * 4);
+  y.poison();
+  const std::vector<float> before = y.to_host<float>();
+  PersistentStep step;
+  for (int i = 0; i < phases; ++i)
+    step.add(PersistentMatmul{{MatmulPart{w.type, w.packed.get<uint8_t>(), w.row_bytes, N, y.get<float>(), N}},
+                              MatmulEpilogue::store, K, x.get<float>(), norm.get<float>(), 1e-5f});
+  step.upload({1, PersistentProbe::stage});
+  EXPECT_THROW(step.stage_trace(), std::exception);
+  step.upload({1, PersistentProbe::stage, true});
+  for (int i = 0; i < launches; ++i) step.launch(nullptr);
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  const StageTrace t = step.stage_trace();
+  int dev = 0, sms = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&dev));
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  EXPECT_GE(t.phases, phases * launches);
+  EXPECT_LE(t.phases, static_cast<long long>(phases) * launches * sms);
+  EXPECT_EQ(t.phases % (phases * launches), 0) << "the same blocks stage every phase";
+  for (const double us : {t.barrier_us, t.load_us, t.sum_us, t.quantize_us}) {
+    EXPECT_GT(us, 0.0);
+    EXPECT_LT(us, 1e5);
+  }
+  const std::vector<float> after = y.to_host<float>();
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * 4), 0) << "a probe writes no outputs";
 }
 
 // What the step refuses before anything runs: a row or norm weights not 16-byte aligned, K not

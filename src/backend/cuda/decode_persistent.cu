@@ -139,8 +139,13 @@ __device__ __forceinline__ float sum_squares_as(const float* xs, int64_t n) {
 // quantize a 32-block, four consecutive values each, so a warp's norm-weight loads are 512
 // contiguous bytes (run 15: a thread a block, each of its 32 scalar loads touching 32 lines,
 // cost ~8 us of staging at K = 4096). The block's max and its sum of integer codes are exact in
-// any order, so the codes and scales are the same.
-__device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage) {
+// any order, so the codes and scales are the same. mark(k) after step k (1: the row loaded, 2:
+// its sum of squares, 3: quantized) for a traced probe. (Run 16, each measured slower: the norm
+// weights of eight rounds loaded at once with redux.sync for the max and sum, 7.9 -> 11.6 us a
+// probe phase; the phase descriptions copied to shared memory by cp.async, every block reading
+// the same 2 KB, a barrier 1.4 -> 1.6-3.2 us; this function called rather than inlined, no change.)
+template <class Mark>
+__device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage, Mark mark) {
   constexpr int kLanesPerBlock = kQ8Block / 4;
   constexpr int kBlocksPerWarp = kWarpSize / kLanesPerBlock;
   const int64_t K = m.K, nb = K / kQ8Block;
@@ -149,7 +154,9 @@ __device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage) 
   int8_t* codes = reinterpret_cast<int8_t*>(stage + codes_at(K));
   float2* ds = reinterpret_cast<float2*>(stage + codes_at(K) + K);
   load_row(m.x, K, xs);
+  mark(1);
   const float s = w ? rsqrtf(sum_squares_as<kNormThreads>(xs, K) / float(K) + m.eps) : 1.f;
+  mark(2);
   const int lane = threadIdx.x % kWarpSize, sub = lane % kLanesPerBlock;
   for (int64_t b0 = int64_t(threadIdx.x / kWarpSize) * kBlocksPerWarp; b0 < nb; b0 += kWarpsPerBlock * kBlocksPerWarp) {
     const int64_t b = b0 + lane / kLanesPerBlock, c = b * kQ8Block + 4 * sub;
@@ -181,6 +188,10 @@ __device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage) 
       if (sub == 0) ds[b] = make_float2(d, d * total);
     }
   }
+  mark(3);
+}
+__device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage) {
+  stage_row(m, stage, [](int) {});
 }
 
 // The grid barrier: every block adds one to *bar as it leaves a phase; a phase's work after its
@@ -277,7 +288,7 @@ __device__ __forceinline__ void matmul_phase(const MatmulPhase& m, int64_t g, in
 // HD, GM: the attention phases' head_dim and group size (decode_attention_block's).
 template <int HD, int GM>
 __global__ void __launch_bounds__(kThreads, kPersistentBlocks)
-    decode_persistent_kernel(const Phase* __restrict__ phases, int n, unsigned* bar) {
+    decode_persistent_kernel(const Phase* __restrict__ phases, int n, unsigned* bar, unsigned long long* trace) {
   extern __shared__ __align__(16) uint8_t stage[];
   const int lane = threadIdx.x % kWarpSize;
   const int64_t g = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
@@ -290,8 +301,21 @@ __global__ void __launch_bounds__(kThreads, kPersistentBlocks)
     } else if (ph.kind == PhaseKind::probe_barrier) {
       barrier();
     } else if (ph.kind == PhaseKind::probe_stage) {
+      long long t[5];
+      t[0] = clock64();
       barrier();
-      if (block_has_rows(ph.mm)) stage_row(ph.mm, stage);
+      t[1] = clock64();
+      if (block_has_rows(ph.mm)) {
+        stage_row(ph.mm, stage, [&](int k) {
+          if (!trace) return;
+          __syncthreads();
+          t[k + 1] = clock64();
+        });
+        if (trace && threadIdx.x == 0) {
+          for (int k = 0; k < 4; ++k) atomicAdd(trace + k, static_cast<unsigned long long>(t[k + 1] - t[k]));
+          atomicAdd(trace + 4, 1ull);
+        }
+      }
     } else if (ph.kind == PhaseKind::attention) {
       barrier();
       attention_items<HD, GM>(ph.at);
@@ -304,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, kPersistentBlocks)
   }
 }
 
-using KernelFn = void (*)(const Phase*, int, unsigned*);
+using KernelFn = void (*)(const Phase*, int, unsigned*, unsigned long long*);
 
 // The instantiations: the head_dim and group size of the llama shapes (a group's heads rounded up
 // to a power of two, as attention_decode.cu's launch does).
@@ -330,7 +354,7 @@ struct PersistentStep::Impl {
   int grid = 0;
   size_t smem = 0;
   KernelFn kernel = nullptr;
-  DeviceBuffer dev, bar;
+  DeviceBuffer dev, bar, trace;  // trace: 4 sums of clocks and a count (StageTrace), when traced
 };
 
 PersistentStep::PersistentStep() : impl_(std::make_unique<Impl>()) {}
@@ -438,6 +462,11 @@ void PersistentStep::upload(const PersistentLaunch& how) {
   m.dev = DeviceBuffer(m.host.size() * sizeof(Phase));
   LOOM_CUDA_CHECK(cudaMemcpy(m.dev.get(), m.host.data(), m.dev.bytes(), cudaMemcpyHostToDevice));
   m.bar = DeviceBuffer(sizeof(unsigned));
+  m.trace = DeviceBuffer();
+  if (how.trace) {
+    m.trace = DeviceBuffer(5 * sizeof(unsigned long long));
+    LOOM_CUDA_CHECK(cudaMemset(m.trace.get(), 0, m.trace.bytes()));
+  }
 }
 
 void PersistentStep::launch(cudaStream_t s) const {
@@ -445,8 +474,25 @@ void PersistentStep::launch(cudaStream_t s) const {
   if (!m.dev.bytes()) cuda_invalid("persistent step: launched before upload");
   LOOM_CUDA_CHECK(cudaMemsetAsync(m.bar.get(), 0, sizeof(unsigned), s));
   // Plainly (no programmatic launch): its blocks read the embedding's output without a wait.
-  m.kernel<<<unsigned(m.grid), kThreads, m.smem, s>>>(m.dev.get<Phase>(), int(m.host.size()), m.bar.get<unsigned>());
+  m.kernel<<<unsigned(m.grid), kThreads, m.smem, s>>>(m.dev.get<Phase>(), int(m.host.size()), m.bar.get<unsigned>(),
+                                                       m.trace.bytes() ? m.trace.get<unsigned long long>() : nullptr);
   LOOM_CUDA_CHECK_LAUNCH();
+}
+
+StageTrace PersistentStep::stage_trace() const {
+  const Impl& m = *impl_;
+  if (!m.trace.bytes()) cuda_invalid("persistent step: stage_trace without a traced upload");
+  unsigned long long sums[5];
+  LOOM_CUDA_CHECK(cudaMemcpy(sums, m.trace.get(), sizeof sums, cudaMemcpyDeviceToHost));
+  int dev = 0, khz = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&dev));
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  StageTrace t;
+  t.phases = static_cast<long long>(sums[4]);
+  if (!t.phases) return t;
+  const auto us = [&](int k) { return double(sums[k]) / double(t.phases) / (double(khz) * 1e-3); };
+  t.barrier_us = us(0), t.load_us = us(1), t.sum_us = us(2), t.quantize_us = us(3);
+  return t;
 }
 
 }  // namespace loom::backend::cuda

@@ -52,6 +52,14 @@ enum class PersistentProbe { full, barrier, stage };
 struct PersistentLaunch {
   int blocks_per_sm = 0;  // blocks a multiprocessor, at most as many as fit (0: as many as fit)
   PersistentProbe probe = PersistentProbe::full;
+  bool trace = false;     // probe stage: the staging blocks' clocks at each step (stage_trace)
+};
+// A traced stage probe's mean microseconds a staging block spent, per phase, from its arrival to
+// leaving the barrier, loading the row, its sum of squares, and quantizing (SM clocks at the
+// device's rated clock), over the launches since upload.
+struct StageTrace {
+  double barrier_us = 0, load_us = 0, sum_us = 0, quantize_us = 0;
+  long long phases = 0;  // staging blocks' phases counted
 };
 
 class PersistentStep {
@@ -71,6 +79,7 @@ class PersistentStep {
   void upload(const PersistentLaunch& how = {});
   // The grid barrier's reset and the one kernel, on the stream.
   void launch(cudaStream_t s) const;
+  StageTrace stage_trace() const;  // after a traced launch has finished
 
  private:
   struct Impl;
