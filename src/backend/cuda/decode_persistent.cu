@@ -134,60 +134,92 @@ __device__ __forceinline__ float sum_squares_as(const float* xs, int64_t n) {
   return partial[0];
 }
 
+// R rounds of the quantize loop: thread t quantizes float4 c4 + r kThreads of the row (c4 =
+// t's own, + a multiple of kThreads; eight lanes a 32-block, four values each), with no branch
+// between the rounds so that their loads and shuffles interleave (run 16's trace: one round at a
+// time, each a chain of dependent latencies, ~0.5 us a round). `live`: some lanes' float4s are
+// past the row's end (R = 1 only; the same for a 32-block's eight lanes, n4 being a multiple of 8).
+template <int R>
+__device__ __forceinline__ void quantize_rounds(const float* xs, const float* w, float s, int64_t c4, int64_t n4,
+                                                uint32_t* codes, float2* ds) {
+  constexpr int kLanesPerBlock = kQ8Block / 4;
+  const int sub = threadIdx.x % kLanesPerBlock;
+  float v[R][4], amax[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t c = c4 + int64_t(r) * kThreads;
+    const bool live = R > 1 || c < n4;
+    v[r][0] = v[r][1] = v[r][2] = v[r][3] = 0.f;
+    if (live) {
+      const float4 x4 = reinterpret_cast<const float4*>(xs)[c];
+      v[r][0] = x4.x, v[r][1] = x4.y, v[r][2] = x4.z, v[r][3] = x4.w;
+      if (w) {
+        const float4 w4 = __ldg(reinterpret_cast<const float4*>(w) + c);
+        v[r][0] = v[r][0] * s * w4.x, v[r][1] = v[r][1] * s * w4.y, v[r][2] = v[r][2] * s * w4.z,
+        v[r][3] = v[r][3] * s * w4.w;
+      }
+    }
+    amax[r] = fmaxf(fmaxf(fabsf(v[r][0]), fabsf(v[r][1])), fmaxf(fabsf(v[r][2]), fabsf(v[r][3])));
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) amax[r] = lanes_max<kLanesPerBlock>(amax[r]);
+  float d[R], total[R];
+  uint32_t word[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    d[r] = amax[r] / 127.f;
+    const float id = d[r] != 0.f ? 1.f / d[r] : 0.f;
+    word[r] = 0;
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int q = int(roundf(v[r][j] * id));
+      sum += q;
+      word[r] |= uint32_t(uint8_t(int8_t(q))) << (8 * j);
+    }
+    total[r] = float(sum);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) total[r] = lanes_sum<kLanesPerBlock>(total[r]);  // exact: |total| <= 32 * 127
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t c = c4 + int64_t(r) * kThreads;
+    if (R > 1 || c < n4) {
+      codes[c] = word[r];
+      if (sub == 0) ds[c / kLanesPerBlock] = make_float2(d[r], d[r] * total[r]);
+    }
+  }
+}
+
 // The phase's input row as q8_1 in shared memory, through the RMS norm first where the phase has
 // one: rms_norm_q8's values (x * s * w), quantize_q8_1_block's codes and scales. Eight lanes
 // quantize a 32-block, four consecutive values each, so a warp's norm-weight loads are 512
 // contiguous bytes (run 15: a thread a block, each of its 32 scalar loads touching 32 lines,
-// cost ~8 us of staging at K = 4096). The block's max and its sum of integer codes are exact in
-// any order, so the codes and scales are the same. mark(k) after step k (1: the row loaded, 2:
-// its sum of squares, 3: quantized) for a traced probe. (Run 16, each measured slower: the norm
-// weights of eight rounds loaded at once with redux.sync for the max and sum, 7.9 -> 11.6 us a
-// probe phase; the phase descriptions copied to shared memory by cp.async, every block reading
-// the same 2 KB, a barrier 1.4 -> 1.6-3.2 us; this function called rather than inlined, no change.)
+// cost ~8 us of staging at K = 4096); thread t takes the float4s load_row gave it, kStageRounds
+// rounds at a time where all of a warp's lanes have one (run 16: quantizing a 4096-wide row 4.0
+// -> 1.6 us, the staging probe's phase 8.1 -> 4.9 us, against one round at a time). The block's max and its sum of integer
+// codes are exact in any order, so the codes and scales are the same. mark(k) after step k (1:
+// the row loaded, 2: its sum of squares, 3: quantized) for a traced probe. (Run 16, each measured
+// slower: the norm weights of eight rounds loaded at once with redux.sync for the max and sum and
+// a branch between the rounds, 7.9 -> 11.6 us a probe phase; the phase descriptions copied to shared
+// memory by cp.async, every block reading the same 2 KB, a barrier 1.4 -> 1.6-3.2 us; this
+// function called rather than inlined, no change.)
+constexpr int kStageRounds = 8;  // K = 4096: one group of a warp's eight rounds
 template <class Mark>
 __device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage, Mark mark) {
-  constexpr int kLanesPerBlock = kQ8Block / 4;
-  constexpr int kBlocksPerWarp = kWarpSize / kLanesPerBlock;
-  const int64_t K = m.K, nb = K / kQ8Block;
-  const float* w = m.norm;
+  const int64_t K = m.K, n4 = K / 4;
   float* xs = reinterpret_cast<float*>(stage);
-  int8_t* codes = reinterpret_cast<int8_t*>(stage + codes_at(K));
+  uint32_t* codes = reinterpret_cast<uint32_t*>(stage + codes_at(K));
   float2* ds = reinterpret_cast<float2*>(stage + codes_at(K) + K);
   load_row(m.x, K, xs);
   mark(1);
-  const float s = w ? rsqrtf(sum_squares_as<kNormThreads>(xs, K) / float(K) + m.eps) : 1.f;
+  const float s = m.norm ? rsqrtf(sum_squares_as<kNormThreads>(xs, K) / float(K) + m.eps) : 1.f;
   mark(2);
-  const int lane = threadIdx.x % kWarpSize, sub = lane % kLanesPerBlock;
-  for (int64_t b0 = int64_t(threadIdx.x / kWarpSize) * kBlocksPerWarp; b0 < nb; b0 += kWarpsPerBlock * kBlocksPerWarp) {
-    const int64_t b = b0 + lane / kLanesPerBlock, c = b * kQ8Block + 4 * sub;
-    const bool live = b < nb;  // every lane takes part in the shuffles
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    if (live) {
-      const float4 x4 = reinterpret_cast<const float4*>(xs)[c / 4];
-      v[0] = x4.x, v[1] = x4.y, v[2] = x4.z, v[3] = x4.w;
-      if (w) {
-        const float4 w4 = __ldg(reinterpret_cast<const float4*>(w) + c / 4);
-        v[0] = v[0] * s * w4.x, v[1] = v[1] * s * w4.y, v[2] = v[2] * s * w4.z, v[3] = v[3] * s * w4.w;
-      }
-    }
-    const float amax =
-        lanes_max<kLanesPerBlock>(fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3]))));
-    const float d = amax / 127.f;
-    const float id = d != 0.f ? 1.f / d : 0.f;
-    uint32_t word = 0;
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int q = int(roundf(v[j] * id));
-      sum += q;
-      word |= uint32_t(uint8_t(int8_t(q))) << (8 * j);
-    }
-    const float total = lanes_sum<kLanesPerBlock>(float(sum));  // exact: |total| <= 32 * 127
-    if (live) {
-      reinterpret_cast<uint32_t*>(codes)[c / 4] = word;
-      if (sub == 0) ds[b] = make_float2(d, d * total);
-    }
-  }
+  const int lane = threadIdx.x % kWarpSize;
+  int64_t first = threadIdx.x - lane;  // the warp's first float4 of the round (warp-uniform)
+  for (; first + int64_t(kStageRounds - 1) * kThreads + kWarpSize <= n4; first += int64_t(kStageRounds) * kThreads)
+    quantize_rounds<kStageRounds>(xs, m.norm, s, first + lane, n4, codes, ds);
+  for (; first < n4; first += kThreads) quantize_rounds<1>(xs, m.norm, s, first + lane, n4, codes, ds);
   mark(3);
 }
 __device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage) {

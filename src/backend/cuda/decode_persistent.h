@@ -9,7 +9,7 @@
 // quantizations are phases. Each phase computes what the launched kernels compute, in their
 // order, so a step gives the same bits either way (the e2e mode "decode, decode_persistent =
 // true" checks it, and persistent_test.cpp phase by phase; both passed in runs 15 and 16 on
-// H100s). Off by default: 2.6x slower than the launched step on the 135M (run 15), on the 8B (run 16).
+// H100s). Off by default: run 16 measured the 135M's tg128 at 653 t/s with it, 1,191 without.
 #pragma once
 #include <cuda_runtime.h>
 
