@@ -483,7 +483,8 @@ class CudaBackend final : public Backend {
          "blocks whose phases (the fused launches) meet at a grid barrier; each block stages a matmul's input row "
          "(through its RMS norm) in shared memory itself, giving the launched step's bits (runs 14-16, H100); slower "
          "than the launched step there (run 16: 135M tg128 653 against 1,191 t/s; 8B 144 against 379 before the last "
-         "staging change; a grid barrier 1.4-2 us, one block's staging of a 4096-wide row ~3.5 us); steps it cannot hold run launched, with a warning"},
+         "staging change; a grid barrier 1.4-2 us, one block's staging of a 4096-wide row ~3.5 us); steps it cannot "
+         "hold run launched, with a warning"},
         {"", "step_times", ScheduleKey::Type::boolean, 0, 0, {}, false,
          "a diagnostic: time each one-row step (host, device by stream events, waiting, between steps) and print "
          "the medians to stderr when the plan ends"}};

@@ -197,13 +197,13 @@ __device__ __forceinline__ void quantize_rounds(const float* xs, const float* w,
 // contiguous bytes (run 15: a thread a block, each of its 32 scalar loads touching 32 lines,
 // cost ~8 us of staging at K = 4096); thread t takes the float4s load_row gave it, kStageRounds
 // rounds at a time where all of a warp's lanes have one (run 16: quantizing a 4096-wide row 4.0
-// -> 1.6 us, the staging probe's phase 8.1 -> 4.9 us, against one round at a time). The block's max and its sum of integer
-// codes are exact in any order, so the codes and scales are the same. mark(k) after step k (1:
-// the row loaded, 2: its sum of squares, 3: quantized) for a traced probe. (Run 16, each measured
-// slower: the norm weights of eight rounds loaded at once with redux.sync for the max and sum and
-// a branch between the rounds, 7.9 -> 11.6 us a probe phase; the phase descriptions copied to shared
-// memory by cp.async, every block reading the same 2 KB, a barrier 1.4 -> 1.6-3.2 us; this
-// function called rather than inlined, no change.)
+// -> 1.6 us, the staging probe's phase 8.1 -> 4.9 us, against one round at a time). The block's
+// max and its sum of integer codes are exact in any order, so the codes and scales are the same.
+// mark(k) after step k (1: the row loaded, 2: its sum of squares, 3: quantized) for a traced
+// probe. (Run 16, each measured slower: the norm weights of eight rounds loaded at once with
+// redux.sync for the max and sum and a branch between the rounds, 7.9 -> 11.6 us a probe phase;
+// the phase descriptions copied to shared memory by cp.async, every block reading the same 2 KB,
+// a barrier 1.4 -> 1.6-3.2 us; this function called rather than inlined, no change.)
 constexpr int kStageRounds = 8;  // K = 4096: one group of a warp's eight rounds
 template <class Mark>
 __device__ __forceinline__ void stage_row(const MatmulPhase& m, uint8_t* stage, Mark mark) {
