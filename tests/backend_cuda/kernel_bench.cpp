@@ -4,8 +4,9 @@
 // same run (bytes read + written). Kernels per case: "f32" the dequantizing matmul_rows on f32
 // activations, "q8" matmul_q8 on packed weights and q8_1 activations (the resident warps each
 // streaming a range of rows; "q8-1w" one tile a warp, the gemv_resident = false grid), "mma" the
-// tensor-core path of batches (matmul_mma.cu), "mma-w8" the same with K split over blocks of 8
-// warps (the mma_wide_split key; weights of <= 4096 rows), "glu"/"glu-1w"/"glu-mma" the 8B
+// tensor-core path of batches (matmul_mma.cu), "mma-t" its tiled f16 kernel (the mma_tiles key),
+// "mma-w8" the same with K split over blocks of 8 warps (the mma_wide_split key; weights of
+// <= 4096 rows), "glu"/"glu-1w"/"glu-mma"/"glu-mmat" the 8B
 // gate/up launch (the activation quantization, shared by the matmuls reading one input, is timed
 // on its own row). Run by scripts/gpu-check; prints four tables: the persistent step against
 // launches (bench_persistent), decode attention at depth (µs and KV bytes read per second,
@@ -315,6 +316,12 @@ int main() {
                  matmul_q8_parts(&part, 1, MatmulEpilogue::store, c.K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
                                  {}, mma);
                }), double(packed.size()));
+      if (tc)  // the tiled f16 kernel (mma_tiles)
+        report("mma-t", rows, time_ms(50, [&](int i) {
+                 const MatmulPart part{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N};
+                 matmul_q8_parts(&part, 1, MatmulEpilogue::store, c.K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
+                                 {}, {scratch.get(), scratch.bytes(), 1, 4, MmaTiles::always});
+               }), double(packed.size()));
       if (tc && c.N <= 4096)  // the same with K split over blocks of 8 warps (mma_wide_split), narrow weights
         report("mma-w8", rows, time_ms(50, [&](int i) {
                  const MatmulPart part{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N};
@@ -322,14 +329,19 @@ int main() {
                                  {}, {scratch.get(), scratch.bytes(), 1, 8});
                }), double(packed.size()));
       if (c.N == 14336 && copies > 1) {  // the gate/up launch of the 8B shape: two weights, swiglu epilogue
-        struct Glu { const char* name; bool tensor_cores; int64_t max_warps; };
-        for (const Glu& g : {Glu{"glu", false, 0}, Glu{"glu-1w", false, kWarpPerRow}, Glu{"glu-mma", true, 0}}) {
+        struct Glu { const char* name; bool tensor_cores, tiled; int64_t max_warps; };
+        for (const Glu& g : {Glu{"glu", false, false, 0}, Glu{"glu-1w", false, false, kWarpPerRow},
+                             Glu{"glu-mma", true, false, 0}, Glu{"glu-mmat", true, true, 0}}) {
           if (g.tensor_cores && !tc) continue;
           report(g.name, rows, time_ms(50, [&](int i) {
                    const MatmulPart parts[2] = {{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N},
                                                 {c.t, wp[(i + 1) % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N}};
                    matmul_q8_parts(parts, 2, MatmulEpilogue::swiglu, c.K, dq.get<int8_t>(), dds.get<float2>(), rows,
-                                   nullptr, {}, g.tensor_cores ? mma : MmaPath{}, g.max_warps);
+                                   nullptr, {},
+                                   g.tensor_cores ? MmaPath{scratch.get(), scratch.bytes(), 1, 4,
+                                                            g.tiled ? MmaTiles::always : MmaTiles::off}
+                                                  : MmaPath{},
+                                   g.max_warps);
                  }), 2.0 * double(packed.size()));
         }
       }

@@ -32,6 +32,12 @@ struct Case {
 
 class MatmulMma : public ::testing::TestWithParam<Case> {};
 
+// The tiled f16 kernel's bound, relative to the sum of |terms|: the weight's scale and offset and its
+// value each round to f16 (2^-11), the offset before it cancels against the scaled code (up to
+// ~4x the weight's magnitude: Q4_0's -8 d against codes near 8), and the activation rounds once
+// (2^-11): 2^-11 (1 + 2 x 4) + 2^-11 < 5e-3.
+constexpr double kF16Rel = 5e-3;
+
 TEST_P(MatmulMma, MatchesDequantizedWeightsDotQuantizedActivations) {
   const auto [type, N, K] = GetParam();
   SCOPED_TRACE(::testing::Message() << "type " << gguf::type_name(type) << " N " << N << " K " << K << " seed "
@@ -41,8 +47,9 @@ TEST_P(MatmulMma, MatchesDequantizedWeightsDotQuantizedActivations) {
   std::mt19937_64 rng(fresh_seed() + uint64_t(type) * 131 + uint64_t(N * K));
   const Weight w = random_weight(rng, type, N, K);
   for (int64_t rows : {4, 8, 13, 24, 33, 64, 70})
-  for (int split_warps : {4, 8}) {  // K split over blocks of 4 or 8 warps (mma_wide_split)
-    SCOPED_TRACE(::testing::Message() << "rows " << rows << " split warps " << split_warps);
+  for (int shape : {4, 8, 0}) {  // K split over blocks of 4 or 8 warps (mma_wide_split); 0: the tiled f16 kernel
+    const int split_warps = shape > 0 ? shape : 4;
+    SCOPED_TRACE(::testing::Message() << "rows " << rows << " shape " << shape);
     const auto x = random_floats(rng, size_t(rows * K));
     auto dx = DeviceBuffer::of(x);
     DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * sizeof(float2));
@@ -52,31 +59,71 @@ TEST_P(MatmulMma, MatchesDequantizedWeightsDotQuantizedActivations) {
     quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
     const MatmulPart part{type, w.packed.get<uint8_t>(), w.row_bytes, N, dy.get<float>(), N};
     matmul_q8_parts(&part, 1, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr, {},
-                    {scratch.get(), scratch.bytes(), 1, split_warps});
+                    {scratch.get(), scratch.bytes(), 1, split_warps, shape == 0 ? MmaTiles::always : MmaTiles::off});
     sync();
     const auto y = dy.to_host<float>();
     const auto xq = quantize_ref(x, K, rows, K).dequantized();
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t n = 0; n < N; ++n) {
         auto [ref, mag] = ref_dot(w, xq, r, n);
-        ASSERT_NEAR(y[size_t(r * N + n)], ref, 1e-5 * mag + 1e-6) << "row " << r << " col " << n;
+        ASSERT_NEAR(y[size_t(r * N + n)], ref, (shape == 0 ? kF16Rel : 1e-5) * mag + 1e-6) << "row " << r << " col " << n;
       }
   }
 }
 
 // N = 1040: 17 blocks of four row tiles, too few for that shape, so K is split at every row
 // count; N = 16900: 265 blocks of four row tiles from 25 rows on (the other shape), the last
-// block and tile part-filled.
+// block and tile part-filled. The tiled kernel: K = 576 ends in a chunk of 2 groups (legacy
+// types); N = 67 is one block of 128 rows, so K is split over blocks, one chunk each (3; Q4_K
+// at K = 4096 over 16 slices); Q6_K's other bytes start off 16-byte boundaries in every other
+// block; N = 16900 needs no split on 132 SMs (its one chunk a block: the test below walks many).
 INSTANTIATE_TEST_SUITE_P(
     WeightTypes, MatmulMma,
     ::testing::Values(Case{TensorType::Q4_0, 67, 576}, Case{TensorType::Q4_1, 67, 576}, Case{TensorType::Q5_0, 67, 576},
                       Case{TensorType::Q8_0, 67, 576}, Case{TensorType::Q4_K, 67, 512}, Case{TensorType::Q5_K, 67, 768},
                       Case{TensorType::Q6_K, 67, 768}, Case{TensorType::Q6_K, 1040, 256},
+                      Case{TensorType::Q4_K, 200, 4096}, Case{TensorType::Q8_0, 130, 1056},
                       Case{TensorType::Q4_K, 16900, 256}),
     [](const auto& info) {
       return std::string(gguf::type_name(info.param.type)) + "_N" + std::to_string(info.param.N) + "_K" +
              std::to_string(info.param.K);
     });
+
+// The tiled kernel's blocks walking several chunks each through its ring of stages (the cases
+// above split K into one chunk a block): weights of two 128-row tiles an SM need no split, and K
+// = 1024 is four chunks, so the ring of three stages wraps; 40 rows (five seq tiles of eight),
+// Q4_K and Q6_K.
+TEST(MatmulMma, TiledKernelWalksSeveralChunksABlock) {
+  ASSERT_TRUE(mma_device());
+  int device = 0, sms = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&device));
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t N = 2 * 128 * int64_t(sms) + 5, K = 1024, rows = 40;
+  std::mt19937_64 rng(fresh_seed() + 7);
+  SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed() + 7 << " N " << N);
+  for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
+    SCOPED_TRACE(gguf::type_name(type));
+    const Weight w = random_weight(rng, type, N, K);
+    const auto x = random_floats(rng, size_t(rows * K));
+    auto dx = DeviceBuffer::of(x);
+    DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * sizeof(float2));
+    DeviceBuffer dy(size_t(rows * N) * sizeof(float)), scratch(mma_scratch_bytes(rows, K));
+    dy.poison();
+    scratch.poison();
+    quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
+    const MatmulPart part{type, w.packed.get<uint8_t>(), w.row_bytes, N, dy.get<float>(), N};
+    matmul_q8_parts(&part, 1, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr, {},
+                    {scratch.get(), scratch.bytes(), 1, 4, MmaTiles::always});
+    sync();
+    const auto y = dy.to_host<float>();
+    const auto xq = quantize_ref(x, K, rows, K).dequantized();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t n = 0; n < N; ++n) {
+        auto [ref, mag] = ref_dot(w, xq, r, n);
+        ASSERT_NEAR(y[size_t(r * N + n)], ref, kF16Rel * mag + 1e-6) << "row " << r << " col " << n;
+      }
+  }
+}
 
 // A scratch too small for the rows, or a split over other than 4 or 8 warps, is refused before
 // any launch. (The parts launch with a residual, the gated epilogues and their q8_1 output on

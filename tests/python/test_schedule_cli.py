@@ -74,13 +74,13 @@ def test_cuda_keys_declare_the_decode_latency_choices(loom_bin, tmp_path):
         pytest.skip("this build has no CUDA backend (nvcc was not found when it was configured)")
     _, prog, _ = ported(loom_bin, tmp_path)
     r = run_loom(loom_bin, "check", "--backend", "cuda", "--keys", prog)
-    for key in ["graph_rows", "gemm_rows", "gemm_f16_weights", "mma_rows", "mma_wide_split", "gemv_resident", "decode_fusion",
+    for key in ["graph_rows", "gemm_rows", "gemm_f16_weights", "mma_rows", "mma_wide_split", "mma_tiles", "gemv_resident", "decode_fusion",
                 "decode_rope_fold", "programmatic_launch", "step_times", "attention_mma", "decode_merge_in_kernel",
                 "attention_mma_shared", "decode_persistent"]:
         assert key in r.stdout, key
     _, prog, line = ported(loom_bin, tmp_path, "schedule { decode_fusion = 3 }")
     r = run_loom(loom_bin, "check", "--backend", "cuda", prog, check=False)
     assert r.returncode != 0 and f"tiny.loom:{line}:" in r.stderr and "decode_fusion" in r.stderr
-    keys = "decode_fusion = false, programmatic_launch = false, gemm_f16_weights = true, mma_wide_split = true, step_times = true"
+    keys = "decode_fusion = false, programmatic_launch = false, gemm_f16_weights = true, mma_wide_split = true, mma_tiles = false, step_times = true"
     _, prog, _ = ported(loom_bin, tmp_path, f"schedule {{ {keys} }}")
     run_loom(loom_bin, "check", "--backend", "cuda", prog)

@@ -33,7 +33,8 @@ using passes::Opcode;
 
 CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedule& sched)
     : low_(passes::lower(m)), graph_rows_(sched.graph_rows), gemm_rows_(sched.gemm_rows), mma_rows_(sched.mma_rows),
-      mma_split_warps_(sched.mma_wide_split ? 8 : 4), gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow),
+      mma_split_warps_(sched.mma_wide_split ? 8 : 4), mma_tiles_(sched.mma_tiles),
+      gemv_warps_(sched.gemv_resident ? 0 : kWarpPerRow),
       attention_mma_(sched.attention_mma), merge_in_kernel_(sched.decode_merge_in_kernel),
       attention_mma_shared_(sched.attention_mma_shared), persistent_(sched.decode_persistent && sched.decode_fusion &&
                                                                       sched.decode_rope_fold),
@@ -137,8 +138,12 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   explain_.push_back(fmt::format("steps of at most {} rows: one CUDA graph replay", graph_rows_));
   explain_.push_back(mma_rows_ > 0 && mma_device()
                          ? fmt::format("decode-kernel matmuls of {} or more rows: int8 tensor-core tiles (16 weight rows "
-                                       "x up to 64 activation rows a warp; K split over blocks of {} warps)",
-                                       mma_rows_, mma_split_warps_)
+                                       "x up to 64 activation rows a warp; {})",
+                                       mma_rows_, mma_tiles_ ? std::string("wide weights at more than 32 rows: f16 "
+                                                                           "weights and activations, blocks of 128 rows "
+                                                                           "staged in shared memory")
+                                                             : fmt::format("K split over blocks of {} warps",
+                                                                           mma_split_warps_))
                          : std::string("no tensor-core matmuls (mma_rows = 0, or a device before sm_80)"));
   explain_.push_back(std::string("attention: steps of at most 8 rows, and batches of decodes (one row a sequence), by "
                                  "KV group; ") +
@@ -475,6 +480,15 @@ class CudaBackend final : public Backend {
         {"", "mma_wide_split", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "tensor-core store launches that split K over a block's warps use blocks of 8 warps (two an SM, 128 "
          "registers) instead of 4: twice the warps in flight on narrow weights"},
+        // Off until measured end to end: its launches measured faster in the kernel bench (run 17,
+        // H100: 8B gate/up at 64 rows 122 against 202 us, the output head 508 against 768), but no
+        // device time was left for the batched decode and its logits (docs/cuda-kernels.md, version 14).
+        {"", "mma_tiles", ScheduleKey::Type::boolean, 0, 0, {}, false,
+         "tensor-core matmuls of more than 32 rows whose weights fill half the SMs with tiles of 128 rows (gate/up, "
+         "the output head) run as blocks of 128 weight rows whose weights and activations pass through shared memory "
+         "in chunks of 256 elements (cp.async, two chunks ahead), the weights dequantized to f16 in registers and "
+         "multiplied with f16 activations (the q8_1 input's d * code) on f16 tensor cores summing in f32 (false, "
+         "and the other launches: int8 MMA on the q8_1 codes, each group's int32 sums scaled in f32)"},
         {"", "gemv_resident", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "the warp-per-row matmuls launch as many warps as the device holds at once, each streaming an even range of "
          "rows with its loads a few steps ahead (false: one tile a warp, a pair of rows or a gate row and its up row)"},
@@ -505,6 +519,7 @@ class CudaBackend final : public Backend {
     sched.programmatic_launch = sr.boolean("programmatic_launch");
     sched.gemm_f16_weights = sr.boolean("gemm_f16_weights");
     sched.mma_wide_split = sr.boolean("mma_wide_split");
+    sched.mma_tiles = sr.boolean("mma_tiles");
     sched.gemv_resident = sr.boolean("gemv_resident");
     sched.step_times = sr.boolean("step_times");
     sched.attention_mma = sr.boolean("attention_mma");

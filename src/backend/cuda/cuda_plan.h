@@ -35,7 +35,7 @@ struct Q8Buffer {
 struct CudaSchedule {
   int64_t graph_rows = 0, gemm_rows = 0, mma_rows = 0;
   bool decode_fusion = false, decode_rope_fold = false, programmatic_launch = false, gemm_f16_weights = false;
-  bool mma_wide_split = false, gemv_resident = false, step_times = false, attention_mma = false;
+  bool mma_wide_split = false, mma_tiles = false, gemv_resident = false, step_times = false, attention_mma = false;
   bool decode_merge_in_kernel = false, attention_mma_shared = false, decode_persistent = false;
 };
 
@@ -189,10 +189,14 @@ class CudaPlan final : public Plan {
   int roped_attention_ = -1;          // an attention whose ropes and KV store a q/k/v launch of this step did
   DeviceBuffer gated_counters_;       // matmul_q8_parts' per-group counters (GatedQ8), kept zero
   DeviceBuffer mma_scratch_;          // activations re-laid for the tensor-core matmuls (MmaPath)
-  MmaPath mma() const { return {mma_scratch_.get(), mma_scratch_.bytes(), mma_rows_, mma_split_warps_}; }
+  MmaPath mma() const {
+    return {mma_scratch_.get(), mma_scratch_.bytes(), mma_rows_, mma_split_warps_,
+            mma_tiles_ ? MmaTiles::where_faster : MmaTiles::off};
+  }
   int64_t q8_max_k_ = 0;
   int64_t graph_rows_ = 0, gemm_rows_ = 0, mma_rows_ = 0;
   int mma_split_warps_ = 4;           // mma_wide_split: 8
+  bool mma_tiles_ = false;
   int64_t gemv_warps_ = 0;            // matmul_q8_parts' max_warps (gemv_resident: 0, else kWarpPerRow)
   bool programmatic_ = false;         // launch.cuh: the schedule asks for it and the device has it
   bool f16_weights_ = false;          // every matmul weight has a resident f16 copy (gemm_f16_weights)

@@ -65,12 +65,20 @@ struct RopeKvOut;  // below
 // Batches of at least min_rows rows whose parts all have a tensor-core kernel (has_mma_kernel)
 // run on int8 MMA (matmul_mma.cu) on devices that have it (sm_80+), the activations re-laid in
 // `scratch` (at least mma_scratch_bytes(rows, K)); min_rows 0: never. split_warps: the warps
-// of a block that splits K in a store launch (4 or 8; gated launches split over 4).
+// of a block that splits K in a store launch (4 or 8; gated launches split over 4). tiled: blocks of
+// 128 weight rows whose activations and weights pass through shared-memory stages, the weights
+// dequantized to f16 in registers and multiplied with the activations (d * code in f16) on f16
+// tensor cores summing in f32; K split over blocks where the row tiles leave SMs idle
+// (split_warps does not apply). where_faster: the launches it was measured faster on
+// (matmul_mma.cu, tiled_pays); always: every launch (tests, the kernel bench). Devices whose shared
+// memory cannot hold its stages keep the int8 kernel either way.
+enum class MmaTiles : uint8_t { off, where_faster, always };
 struct MmaPath {
   void* scratch = nullptr;
   size_t bytes = 0;
   int64_t min_rows = 0;
   int split_warps = 4;
+  MmaTiles tiled = MmaTiles::off;
 };
 bool has_mma_kernel(gguf::TensorType t);
 size_t mma_scratch_bytes(int64_t rows, int64_t K);

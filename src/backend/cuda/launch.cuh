@@ -19,12 +19,14 @@
 
 namespace loom::backend::cuda {
 
+// smem: the launch's dynamic shared memory in bytes (past 48 KiB the kernel must have been
+// allowed it by cudaFuncSetAttribute).
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args... args) {
+void launch_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute attr = {};
   if (programmatic_launch()) {
@@ -34,6 +36,11 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Ar
     cfg.numAttrs = 1;
   }
   LOOM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, Params(args)...));
+}
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args... args) {
+  launch_smem(kernel, grid, block, 0, s, args...);
 }
 
 __device__ __forceinline__ void allow_next_kernel() {
