@@ -454,9 +454,9 @@ void launch_shape(const MmaParts& P, const XTiles& x, int split_warps, cudaStrea
 // kStages - 1 chunks ahead of the one being multiplied. Warp w takes row tile w % 8 and half
 // of each chunk's steps (w / 8); the two halves' sums are added at the end, the first's plus the
 // second's. Where the row tiles alone leave SMs idle (narrow weights: the o and down
-// projections), K is split over blocks as well: each block stores its sums in the scratch and
-// the last block of a row tile to finish (a ticket) adds the slices in slice order. The same
-// bits every run.
+// projections, which MmaTiles::where_faster leaves on the int8 kernel, tiled_pays), K is split
+// over blocks as well: each block stores its sums in the scratch and the last block of a row
+// tile to finish (a ticket) adds the slices in slice order. The same bits every run.
 constexpr int kTiledWarps = 16;
 constexpr int kTiledRows = 128;          // weight rows a block: 8 row tiles
 constexpr int kChunkGroups = 8;          // 32-element groups a stage
