@@ -183,7 +183,7 @@ void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, i
     const auto x = random_floats(rng, size_t(rows * K));
     auto dx = DeviceBuffer::of(x);
     DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * 8);
-    DeviceBuffer scratch(tensor_cores ? mma_scratch_bytes(rows, K) : 0);
+    DeviceBuffer scratch(tensor_cores ? mma_scratch_bytes(rows, K, tiled) : 0);
     const MmaTiles tiles = tiled ? MmaTiles::always : MmaTiles::off;
     const MmaPath mma = tensor_cores ? MmaPath{scratch.get(), scratch.bytes(), 4, split_warps, tiles} : MmaPath{};
     quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);

@@ -294,7 +294,7 @@ int main() {
       auto dx = DeviceBuffer::of(x);
       DeviceBuffer dy(size_t(rows * c.N) * sizeof(float));
       DeviceBuffer dq(size_t(rows * c.K)), dds(size_t(rows * c.K / 32) * sizeof(float2));
-      DeviceBuffer scratch(mma_scratch_bytes(rows, c.K));
+      DeviceBuffer scratch(mma_scratch_bytes(rows, c.K, true));  // the int8 and the tiled kernel
       const MmaPath mma{scratch.get(), scratch.bytes(), 1};
       const bool tc = q8 && rows > 1 && has_mma_kernel(c.t) && mma_device();
       if (rows <= 8)

@@ -38,6 +38,30 @@ class MatmulMma : public ::testing::TestWithParam<Case> {};
 // (2^-11): 2^-11 (1 + 2 x 4) + 2^-11 < 5e-3.
 constexpr double kF16Rel = 5e-3;
 
+// One store launch of `rows` fresh random activation rows through the MMA path on w, each output
+// against the double-precision dot within rel of its sum of |terms|.
+void check_store(std::mt19937_64& rng, const Weight& w, int64_t rows, int split_warps, MmaTiles tiles, double rel) {
+  const int64_t N = w.N, K = w.K;
+  const auto x = random_floats(rng, size_t(rows * K));
+  auto dx = DeviceBuffer::of(x);
+  DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * sizeof(float2));
+  DeviceBuffer dy(size_t(rows * N) * sizeof(float)), scratch(mma_scratch_bytes(rows, K, tiles != MmaTiles::off));
+  dy.poison();
+  scratch.poison();
+  quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
+  const MatmulPart part{w.type, w.packed.get<uint8_t>(), w.row_bytes, N, dy.get<float>(), N};
+  matmul_q8_parts(&part, 1, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr, {},
+                  {scratch.get(), scratch.bytes(), 1, split_warps, tiles});
+  sync();
+  const auto y = dy.to_host<float>();
+  const auto xq = quantize_ref(x, K, rows, K).dequantized();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      auto [ref, mag] = ref_dot(w, xq, r, n);
+      ASSERT_NEAR(y[size_t(r * N + n)], ref, rel * mag + 1e-6) << "row " << r << " col " << n;
+    }
+}
+
 TEST_P(MatmulMma, MatchesDequantizedWeightsDotQuantizedActivations) {
   const auto [type, N, K] = GetParam();
   SCOPED_TRACE(::testing::Message() << "type " << gguf::type_name(type) << " N " << N << " K " << K << " seed "
@@ -48,26 +72,9 @@ TEST_P(MatmulMma, MatchesDequantizedWeightsDotQuantizedActivations) {
   const Weight w = random_weight(rng, type, N, K);
   for (int64_t rows : {4, 8, 13, 24, 33, 64, 70})
   for (int shape : {4, 8, 0}) {  // K split over blocks of 4 or 8 warps (mma_wide_split); 0: the tiled f16 kernel
-    const int split_warps = shape > 0 ? shape : 4;
     SCOPED_TRACE(::testing::Message() << "rows " << rows << " shape " << shape);
-    const auto x = random_floats(rng, size_t(rows * K));
-    auto dx = DeviceBuffer::of(x);
-    DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * sizeof(float2));
-    DeviceBuffer dy(size_t(rows * N) * sizeof(float)), scratch(mma_scratch_bytes(rows, K));
-    dy.poison();
-    scratch.poison();
-    quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
-    const MatmulPart part{type, w.packed.get<uint8_t>(), w.row_bytes, N, dy.get<float>(), N};
-    matmul_q8_parts(&part, 1, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr, {},
-                    {scratch.get(), scratch.bytes(), 1, split_warps, shape == 0 ? MmaTiles::always : MmaTiles::off});
-    sync();
-    const auto y = dy.to_host<float>();
-    const auto xq = quantize_ref(x, K, rows, K).dequantized();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t n = 0; n < N; ++n) {
-        auto [ref, mag] = ref_dot(w, xq, r, n);
-        ASSERT_NEAR(y[size_t(r * N + n)], ref, (shape == 0 ? kF16Rel : 1e-5) * mag + 1e-6) << "row " << r << " col " << n;
-      }
+    if (shape == 0) check_store(rng, w, rows, 4, MmaTiles::always, kF16Rel);
+    else check_store(rng, w, rows, shape, MmaTiles::off, 1e-5);
   }
 }
 
@@ -95,33 +102,12 @@ INSTANTIATE_TEST_SUITE_P(
 // Q4_K and Q6_K.
 TEST(MatmulMma, TiledKernelWalksSeveralChunksABlock) {
   ASSERT_TRUE(mma_device());
-  int device = 0, sms = 0;
-  LOOM_CUDA_CHECK(cudaGetDevice(&device));
-  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t N = 2 * 128 * int64_t(sms) + 5, K = 1024, rows = 40;
+  const int64_t N = 2 * 128 * int64_t(device_sms()) + 5, K = 1024, rows = 40;
   std::mt19937_64 rng(fresh_seed() + 7);
   SCOPED_TRACE(::testing::Message() << "seed " << fresh_seed() + 7 << " N " << N);
   for (TensorType type : {TensorType::Q4_K, TensorType::Q6_K}) {
     SCOPED_TRACE(gguf::type_name(type));
-    const Weight w = random_weight(rng, type, N, K);
-    const auto x = random_floats(rng, size_t(rows * K));
-    auto dx = DeviceBuffer::of(x);
-    DeviceBuffer dq(size_t(rows * K)), dds(size_t(rows * K / 32) * sizeof(float2));
-    DeviceBuffer dy(size_t(rows * N) * sizeof(float)), scratch(mma_scratch_bytes(rows, K));
-    dy.poison();
-    scratch.poison();
-    quantize_q8_1(dx.get<float>(), K, rows, K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
-    const MatmulPart part{type, w.packed.get<uint8_t>(), w.row_bytes, N, dy.get<float>(), N};
-    matmul_q8_parts(&part, 1, MatmulEpilogue::store, K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr, {},
-                    {scratch.get(), scratch.bytes(), 1, 4, MmaTiles::always});
-    sync();
-    const auto y = dy.to_host<float>();
-    const auto xq = quantize_ref(x, K, rows, K).dequantized();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t n = 0; n < N; ++n) {
-        auto [ref, mag] = ref_dot(w, xq, r, n);
-        ASSERT_NEAR(y[size_t(r * N + n)], ref, kF16Rel * mag + 1e-6) << "row " << r << " col " << n;
-      }
+    check_store(rng, random_weight(rng, type, N, K), rows, 4, MmaTiles::always, kF16Rel);
   }
 }
 

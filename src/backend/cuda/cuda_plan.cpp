@@ -207,8 +207,8 @@ void CudaPlan::grow(int64_t rows) {
     }
     // Only steps on the decode kernels (at most gemm_rows rows with a GEMM) reach the MMA path.
     const int64_t mma_cap = gemm_ ? std::min(capacity_, gemm_rows_) : capacity_;
-    if (mma_rows_ > 0 && mma_scratch_.bytes() < mma_scratch_bytes(mma_cap, q8_max_k_))
-      mma_scratch_ = DeviceBuffer(mma_scratch_bytes(mma_cap, q8_max_k_));
+    if (mma_rows_ > 0 && mma_scratch_.bytes() < mma_scratch_bytes(mma_cap, q8_max_k_, mma_tiles_))
+      mma_scratch_ = DeviceBuffer(mma_scratch_bytes(mma_cap, q8_max_k_, mma_tiles_));
     if (!gated_counters_.bytes()) {
       gated_counters_ = DeviceBuffer(size_t(q8_max_k_ / 32 + 1) * sizeof(int));
       LOOM_CUDA_CHECK(cudaMemset(gated_counters_.get(), 0, gated_counters_.bytes()));

@@ -457,13 +457,11 @@ void PersistentStep::upload(const PersistentLaunch& how) {
   m.kernel = kernel_for(m.hd ? m.hd : 64, m.hd ? m.gm : 4);
   m.smem = stage_bytes(m.max_k);
   LOOM_CUDA_CHECK(cudaFuncSetAttribute(m.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(m.smem)));
-  int dev = 0, sms = 0, blocks = 0;
-  LOOM_CUDA_CHECK(cudaGetDevice(&dev));
-  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  int blocks = 0;
   LOOM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.kernel, kThreads, m.smem));
   if (blocks < 1) cuda_invalid("persistent step: the kernel does not fit a multiprocessor");
   if (how.blocks_per_sm > 0) blocks = std::min(blocks, how.blocks_per_sm);
-  m.grid = blocks * sms;
+  m.grid = blocks * device_sms();
   const double warps = double(m.grid) * kWarpsPerBlock;
   for (size_t i = 0; i < m.parts.size(); ++i) {
     const Parts& P = m.parts[i];

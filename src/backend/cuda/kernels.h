@@ -70,7 +70,7 @@ struct RopeKvOut;  // below
 // dequantized to f16 in registers and multiplied with the activations (d * code in f16) on f16
 // tensor cores summing in f32; K split over blocks where the row tiles leave SMs idle
 // (split_warps does not apply). where_faster: the launches it was measured faster on
-// (matmul_mma.cu, tiled_pays); always: every launch (tests, the kernel bench). Devices whose shared
+// (matmul_mma_tiled.cu, tiled_pays); always: every launch (tests, the kernel bench). Devices whose shared
 // memory cannot hold its stages keep the int8 kernel either way.
 enum class MmaTiles : uint8_t { off, where_faster, always };
 struct MmaPath {
@@ -81,7 +81,9 @@ struct MmaPath {
   MmaTiles tiled = MmaTiles::off;
 };
 bool has_mma_kernel(gguf::TensorType t);
-size_t mma_scratch_bytes(int64_t rows, int64_t K);
+// tiled: the scratch the tiled kernel needs as well (larger activations, its partial sums).
+size_t mma_scratch_bytes(int64_t rows, int64_t K, bool tiled = false);
+int device_sms();  // the current device's multiprocessors (cached)
 bool mma_device();
 void matmul_mma_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, int64_t K, const int8_t* q,
                       const float2* ds, int64_t rows, cudaStream_t s, const MmaPath& mma);

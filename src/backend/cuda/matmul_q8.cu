@@ -60,12 +60,10 @@ __global__ void quantize_q8_1_kernel(const float* __restrict__ x, int64_t ldx, i
 template <TensorType T, int R, Epi E>
 int64_t resident_warps() {
   static const int64_t warps = [] {
-    int dev = 0, sms = 0, blocks = 0;
-    LOOM_CUDA_CHECK(cudaGetDevice(&dev));
-    LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int blocks = 0;
     LOOM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, matmul_q8_kernel<T, R, E>,
                                                                   kWarpsPerBlock * kWarpSize, 0));
-    return int64_t(blocks > 0 ? blocks : 1) * sms * kWarpsPerBlock;
+    return int64_t(blocks > 0 ? blocks : 1) * device_sms() * kWarpsPerBlock;
   }();
   return warps;
 }
