@@ -24,6 +24,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/matmul_mma.cuh"
+#include "backend/cuda/tiled_split.h"
 
 namespace loom::backend::cuda {
 
@@ -358,11 +359,8 @@ void launch_tiled(TiledParts P, const XTiles& x, float* partials, int* counters,
     LOOM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kTiledWarps * kWarpSize, smem));
     blocks = std::max(blocks, 1);
   }
-  const int64_t target = int64_t(device_sms()) * blocks;
   const int64_t chunks = (P.K / 32 + kChunkGroups - 1) / kChunkGroups;
-  int64_t slices = 1;
-  if (end < target) slices = std::min({chunks, (target + end - 1) / end, partial_slots() / end});
-  slices = std::max<int64_t>(slices, 1);
+  int64_t slices = tiled_slices(end, chunks, int64_t(device_sms()) * blocks, partial_slots() / end);
   P.chunks_per_slice = int((chunks + slices - 1) / slices);
   slices = (chunks + P.chunks_per_slice - 1) / P.chunks_per_slice;
   P.partials = partials;

@@ -1,0 +1,48 @@
+// The tiled f16 matmul's split of K over blocks (tiled_split.h): plain C++, runs in every build.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/tiled_split.h"
+
+namespace loom::backend::cuda {
+namespace {
+
+constexpr int64_t kSms = 132;  // an H100 or H200, one block of the tiled kernel an SM
+
+int64_t waves(int64_t blocks) { return (blocks + kSms - 1) / kSms; }
+
+// The 8B shape's narrow projections at 64 rows (chunks of 256 elements; slots for 2 x 132
+// slices of partial sums): each split fills one wave, where the first cut's rule (the blocks
+// rounded up to fill the SMs) made two for q/k/v and down.
+TEST(TiledSplit, NarrowWeightsTakeOneWave) {
+  struct Case {
+    const char* what;
+    int64_t tiles, chunks;
+  };
+  for (const Case c : {Case{"o, 4096 x 4096", 32, 16}, Case{"q/k/v, 6144 x 4096", 48, 16},
+                       Case{"down, 4096 x 14336", 32, 56}}) {
+    SCOPED_TRACE(c.what);
+    const int64_t s = tiled_slices(c.tiles, c.chunks, kSms, 2 * kSms / c.tiles);
+    EXPECT_GT(s, 1);
+    EXPECT_EQ(waves(c.tiles * s), 1) << s << " slices";
+    const int64_t old = std::min({c.chunks, (kSms + c.tiles - 1) / c.tiles, 2 * kSms / c.tiles});
+    const int64_t per = (c.chunks + s - 1) / s, old_per = (c.chunks + old - 1) / old;
+    EXPECT_LE(waves(c.tiles * s) * per, waves(c.tiles * ((c.chunks + old_per - 1) / old_per)) * old_per);
+  }
+}
+
+// Launches of a wave of row tiles or more are not split (the 8B gate/up at 224 tiles, the
+// output head at 1,002), nor K of one chunk; a split never passes the slots or the chunks.
+TEST(TiledSplit, StaysWithinItsSlotsAndChunks) {
+  EXPECT_EQ(tiled_slices(224, 16, kSms, 2 * kSms / 224), 1);
+  EXPECT_EQ(tiled_slices(1002, 16, kSms, 0), 1);
+  EXPECT_EQ(tiled_slices(3, 1, kSms, 88), 1);
+  for (int64_t tiles = 1; tiles <= 300; tiles += 7)
+    for (int64_t chunks = 1; chunks <= 64; chunks += 5) {
+      const int64_t slots = 2 * kSms / tiles, s = tiled_slices(tiles, chunks, kSms, slots);
+      ASSERT_GE(s, 1);
+      ASSERT_LE(s, std::max<int64_t>(1, std::min(chunks, slots))) << tiles << " tiles, " << chunks << " chunks";
+    }
+}
+
+}  // namespace
+}  // namespace loom::backend::cuda
