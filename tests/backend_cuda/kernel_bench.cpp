@@ -12,6 +12,10 @@
 // launches (bench_persistent), decode attention at depth (µs and KV bytes read per second,
 // bench_decode_attention), a prompt's attention on each kernel (bench_prompt_attention), then
 // the matmuls.
+//
+// Arguments (none: everything): section names to run, of persistent, attention, prompt and
+// matmul; `--kernels a,b` times only those matmul kernels (and the copy): a short device call
+// measures what it came for, e.g. `loom_cuda_kernel_bench matmul --kernels mma,mma-t,glu-mma,glu-mmat`.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include <cstdio>
 #include <random>
 #include <span>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -247,8 +252,28 @@ void bench_persistent(double copy_gbs) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows reach the log as they are measured
+  const std::set<std::string> known_sections = {"persistent", "attention", "prompt", "matmul"};
+  std::set<std::string> sections, kernels;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--kernels" && i + 1 < argc) {
+      for (std::string list = argv[++i]; !list.empty();) {
+        const size_t comma = list.find(',');
+        kernels.insert(list.substr(0, comma));
+        list = comma == std::string::npos ? "" : list.substr(comma + 1);
+      }
+    } else if (known_sections.count(a)) {
+      sections.insert(a);
+    } else {
+      std::fprintf(stderr, "loom_cuda_kernel_bench: unknown argument '%s' (sections: persistent attention prompt "
+                   "matmul; --kernels a,b)\n", a.c_str());
+      return 2;
+    }
+  }
+  auto want = [&](const char* section) { return sections.empty() || sections.count(section) > 0; };
+  auto timed = [&](const char* kernel) { return kernels.empty() || kernels.count(kernel) > 0; };
   const size_t copy_bytes = size_t(2) << 30;
   DeviceBuffer src(copy_bytes), dst(copy_bytes);
   LOOM_CUDA_CHECK(cudaMemset(src.get(), 1, copy_bytes));
@@ -257,9 +282,10 @@ int main() {
   });
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy_gbs);
-  bench_persistent(copy_gbs);
-  bench_decode_attention(copy_gbs);
-  bench_prompt_attention();
+  if (want("persistent")) bench_persistent(copy_gbs);
+  if (want("attention")) bench_decode_attention(copy_gbs);
+  if (want("prompt")) bench_prompt_attention();
+  if (!want("matmul")) return 0;
   std::printf("| %-6s | %-6s | %-12s | %-4s | %-9s | %-9s | %-8s |\n", "type", "kernel", "N x K", "rows", "us", "GB/s",
               "of copy");
   std::printf("|--------|--------|--------------|------|-----------|-----------|----------|\n");
@@ -275,6 +301,7 @@ int main() {
     const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));  // > L2 in rotation
     const std::vector<uint8_t> host = random_rows(rng, c.t, c.N, c.K);
     const bool q8 = has_q8_kernel(c.t, c.K);
+    if (!q8 && !timed("f32")) continue;  // nothing asked for runs on this type
     const std::vector<uint8_t> packed = q8 ? pack_rows(c.t, host.data(), c.N, c.K) : std::vector<uint8_t>();
     std::vector<DeviceBuffer> w, wp;
     for (int i = 0; i < copies; ++i) {
@@ -282,7 +309,10 @@ int main() {
       if (q8) wp.push_back(DeviceBuffer::of(packed));
     }
     const std::string type(gguf::type_name(c.t));
-    auto report = [&](const char* kernel, int rows, float ms, double b) {
+    // A kernel's row: fn timed over `iters` launches, unless --kernels leaves it out.
+    auto report = [&](const char* kernel, int rows, int iters, const auto& fn, double b) {
+      if (!timed(kernel)) return;
+      const float ms = time_ms(iters, fn);
       const double gbs = b / (ms * 1e-3) / 1e9;
       std::printf("| %-6s | %-6s | %5lld x %-5lld | %-4d | %9.1f | %9.0f | %7.0f%% |\n", type.c_str(), kernel,
                   (long long)c.N, (long long)c.K, rows, ms * 1e3, gbs, 100 * gbs / copy_gbs);
@@ -298,42 +328,42 @@ int main() {
       const MmaPath mma{scratch.get(), scratch.bytes(), 1};
       const bool tc = q8 && rows > 1 && has_mma_kernel(c.t) && mma_device();
       if (rows <= 8)
-        report("f32", rows, time_ms(50, [&](int i) {
+        report("f32", rows, 50, [&](int i) {
                  matmul_rows(c.t, w[i % copies].get<uint8_t>(), rb, c.N, c.K, dx.get<float>(), c.K, rows, dy.get<float>(),
                              c.N, nullptr);
-               }), double(bytes));
+               }, double(bytes));
       if (!q8) continue;
       quantize_q8_1(dx.get<float>(), c.K, rows, c.K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
       for (int64_t warps : {int64_t(0), kWarpPerRow})  // the resident warps streaming ranges; one tile a warp
-        report(warps ? "q8-1w" : "q8", rows, time_ms(50, [&](int i) {
+        report(warps ? "q8-1w" : "q8", rows, 50, [&](int i) {
                  matmul_q8(c.t, wp[i % copies].get<uint8_t>(), packed.size() / size_t(c.N), c.N, c.K, dq.get<int8_t>(),
                            dds.get<float2>(), rows, dy.get<float>(), c.N, nullptr, warps);
-               }), double(packed.size()));
+               }, double(packed.size()));
       const size_t prb = packed.size() / size_t(c.N);
       if (tc)  // the tensor-core path (pack of the activations included)
-        report("mma", rows, time_ms(50, [&](int i) {
+        report("mma", rows, 50, [&](int i) {
                  const MatmulPart part{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N};
                  matmul_q8_parts(&part, 1, MatmulEpilogue::store, c.K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
                                  {}, mma);
-               }), double(packed.size()));
+               }, double(packed.size()));
       if (tc)  // the tiled f16 kernel (mma_tiles)
-        report("mma-t", rows, time_ms(50, [&](int i) {
+        report("mma-t", rows, 50, [&](int i) {
                  const MatmulPart part{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N};
                  matmul_q8_parts(&part, 1, MatmulEpilogue::store, c.K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
                                  {}, {scratch.get(), scratch.bytes(), 1, 4, MmaTiles::always});
-               }), double(packed.size()));
+               }, double(packed.size()));
       if (tc && c.N <= 4096)  // the same with K split over blocks of 8 warps (mma_wide_split), narrow weights
-        report("mma-w8", rows, time_ms(50, [&](int i) {
+        report("mma-w8", rows, 50, [&](int i) {
                  const MatmulPart part{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N};
                  matmul_q8_parts(&part, 1, MatmulEpilogue::store, c.K, dq.get<int8_t>(), dds.get<float2>(), rows, nullptr,
                                  {}, {scratch.get(), scratch.bytes(), 1, 8});
-               }), double(packed.size()));
+               }, double(packed.size()));
       if (c.N == 14336 && copies > 1) {  // the gate/up launch of the 8B shape: two weights, swiglu epilogue
         struct Glu { const char* name; bool tensor_cores, tiled; int64_t max_warps; };
         for (const Glu& g : {Glu{"glu", false, false, 0}, Glu{"glu-1w", false, false, kWarpPerRow},
                              Glu{"glu-mma", true, false, 0}, Glu{"glu-mmat", true, true, 0}}) {
           if (g.tensor_cores && !tc) continue;
-          report(g.name, rows, time_ms(50, [&](int i) {
+          report(g.name, rows, 50, [&](int i) {
                    const MatmulPart parts[2] = {{c.t, wp[i % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N},
                                                 {c.t, wp[(i + 1) % copies].get<uint8_t>(), prb, c.N, dy.get<float>(), c.N}};
                    matmul_q8_parts(parts, 2, MatmulEpilogue::swiglu, c.K, dq.get<int8_t>(), dds.get<float2>(), rows,
@@ -342,12 +372,12 @@ int main() {
                                                             g.tiled ? MmaTiles::always : MmaTiles::off}
                                                   : MmaPath{},
                                    g.max_warps);
-                 }), 2.0 * double(packed.size()));
+                 }, 2.0 * double(packed.size()));
         }
       }
-      report("quant", rows, time_ms(50, [&](int) {
+      report("quant", rows, 50, [&](int) {
                quantize_q8_1(dx.get<float>(), c.K, rows, c.K, dq.get<int8_t>(), dds.get<float2>(), nullptr);
-             }), double(rows * c.K * 4));
+             }, double(rows * c.K * 4));
     }
   }
   return 0;
