@@ -177,7 +177,7 @@ std::vector<Weight> parts_weights(std::mt19937_64& rng, int64_t K) {
 void check_parts_and_gated(std::mt19937_64& rng, const std::vector<Weight>& w, int64_t K,
                            std::initializer_list<int64_t> row_counts, bool tensor_cores, int split_warps = 4,
                            int64_t max_warps = 0, bool tiled = false) {
-  const double rel = tiled ? 5e-3 : 1e-5;  // the tiled f16 kernel's bound: matmul_mma_test.cpp's kF16Rel
+  const double rel = tiled ? kF16Rel : kIntDotRel;  // random_weight.h
   for (int64_t rows : row_counts) {
     SCOPED_TRACE(::testing::Message() << "rows " << rows);
     const auto x = random_floats(rng, size_t(rows * K));

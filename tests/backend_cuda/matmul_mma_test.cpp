@@ -32,12 +32,6 @@ struct Case {
 
 class MatmulMma : public ::testing::TestWithParam<Case> {};
 
-// The tiled f16 kernel's bound, relative to the sum of |terms|: the weight's scale and offset and its
-// value each round to f16 (2^-11), the offset before it cancels against the scaled code (up to
-// ~4x the weight's magnitude: Q4_0's -8 d against codes near 8), and the activation rounds once
-// (2^-11): 2^-11 (1 + 2 x 4) + 2^-11 < 5e-3.
-constexpr double kF16Rel = 5e-3;
-
 // One store launch of `rows` fresh random activation rows through the MMA path on w, each output
 // against the double-precision dot within rel of its sum of |terms|.
 void check_store(std::mt19937_64& rng, const Weight& w, int64_t rows, int split_warps, MmaTiles tiles, double rel) {
@@ -74,7 +68,7 @@ TEST_P(MatmulMma, MatchesDequantizedWeightsDotQuantizedActivations) {
   for (int shape : {4, 8, 0}) {  // K split over blocks of 4 or 8 warps (mma_wide_split); 0: the tiled f16 kernel
     SCOPED_TRACE(::testing::Message() << "rows " << rows << " shape " << shape);
     if (shape == 0) check_store(rng, w, rows, 4, MmaTiles::always, kF16Rel);
-    else check_store(rng, w, rows, shape, MmaTiles::off, 1e-5);
+    else check_store(rng, w, rows, shape, MmaTiles::off, kIntDotRel);
   }
 }
 

@@ -45,6 +45,14 @@ inline Weight random_weight(std::mt19937_64& rng, gguf::TensorType t, int64_t N,
   return w;
 }
 
+// The bounds on |device - ref_dot| relative to the sum of |terms|. The integer-dot and int8
+// tensor-core kernels: f32 sums of exact products. The tiled f16 kernel (MmaTiles): the
+// weight's scale and offset and its value each round to f16 (2^-11), the offset before it
+// cancels against the scaled code (up to ~4x the weight's magnitude: Q4_0's -8 d against codes
+// near 8), and the activation rounds once (2^-11): 2^-11 (1 + 2 x 4) + 2^-11 < 5e-3.
+constexpr double kIntDotRel = 1e-5;
+constexpr double kF16Rel = 5e-3;
+
 // Dot of weight row n with activation row r (dequantized q8_1), and the sum of |terms|.
 inline std::pair<double, double> ref_dot(const Weight& w, const std::vector<float>& xq, int64_t r, int64_t n) {
   double s = 0, mag = 0;

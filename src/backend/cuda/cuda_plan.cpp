@@ -138,12 +138,11 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
   explain_.push_back(fmt::format("steps of at most {} rows: one CUDA graph replay", graph_rows_));
   explain_.push_back(mma_rows_ > 0 && mma_device()
                          ? fmt::format("decode-kernel matmuls of {} or more rows: int8 tensor-core tiles (16 weight rows "
-                                       "x up to 64 activation rows a warp; {})",
-                                       mma_rows_, mma_tiles_ ? std::string("wide weights at more than 32 rows: f16 "
-                                                                           "weights and activations, blocks of 128 rows "
-                                                                           "staged in shared memory")
-                                                             : fmt::format("K split over blocks of {} warps",
-                                                                           mma_split_warps_))
+                                       "x up to 64 activation rows a warp; K split over blocks of {} warps){}",
+                                       mma_rows_, mma_split_warps_,
+                                       mma_tiles_ ? "; wide weights at more than 32 rows: f16 weights and activations, "
+                                                    "blocks of 128 rows staged in shared memory"
+                                                  : "")
                          : std::string("no tensor-core matmuls (mma_rows = 0, or a device before sm_80)"));
   explain_.push_back(std::string("attention: steps of at most 8 rows, and batches of decodes (one row a sequence), by "
                                  "KV group; ") +
