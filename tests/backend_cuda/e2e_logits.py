@@ -4,8 +4,8 @@
 Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `--backend cuda`,
 once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays), once in
 steps of 32 (-b 32: graph replays whose attention is the tensor-core prompt kernel writing
-q8_1 codes, and whose matmuls are the int8 tensor-core ones; again in steps of 64 with mma_tiles,
-whose gate/up and output matmuls are then the tiled f16 kernel's), once one
+q8_1 codes, and whose matmuls are the int8 tensor-core ones; again in steps of 64, whose gate/up
+and output matmuls are then the tiled f16 kernel's (mma_tiles), and with mma_tiles = false), once one
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
 op-by-op path a program can still choose stays checked; the prefill again with the f32 attention
@@ -99,13 +99,13 @@ def main():
         merged = program("merged", "decode_merge_in_kernel = true")
         staged = program("staged", "attention_mma_shared = true")
         persistent = program("persistent", "decode_persistent = true")
-        tiled = program("tiled", "mma_tiles = true")
+        untiled = program("untiled", "mma_tiles = false")
         prefill = decode = None
         runs = ((0, None, "prefill"), (5, None, "steps of 5"), (32, None, "steps of 32"), (1, None, "decode"),
                 (1, unfused, "decode unfused"), (1, merged, "decode, decode_merge_in_kernel = true"),
                 (0, f32_attention, "prefill, attention_mma = false"), (0, staged, "prefill, attention_mma_shared = true"),
                 (32, staged, "steps of 32, attention_mma_shared = true"),
-                (64, tiled, "steps of 64, mma_tiles = true"))
+                (64, None, "steps of 64"), (64, untiled, "steps of 64, mma_tiles = false"))
         for batch, program_file, mode in runs:
             try:
                 got = logits(a.loom, a.model, tf, "cuda", batch, f"{d}/cuda.f32", program_file)
