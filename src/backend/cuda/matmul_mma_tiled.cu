@@ -206,11 +206,25 @@ __global__ void __launch_bounds__(kTiledWarps * kWarpSize, 1) matmul_mma_tiled_k
     for (int i = spiece; 16 * i < s.nq + s.nwin; i += 4)
       __pipeline_memcpy_async(dst + 16 * i, sw + (16 * i < s.nq ? s.qoff + 16 * i : s.alo + 16 * i - s.nq), 16);
   };
+  // A full chunk's activations are NT x 256 pieces, piece p = thread + kThreads m (seq tile
+  // p / 256, piece p % 256 of it) at 16 p in the stage: straight-line copies from addresses
+  // fixed once, where a loop over tiles and pieces spent most of the chunk loop's instructions.
+  constexpr int kActPieces = NT * kChunkGroups * kWarpSize, kActPer = (kActPieces + kThreads - 1) / kThreads;
+  const uint4* act_src = x.halves + int64_t(threadIdx.x / (kChunkGroups * kWarpSize)) * G * kWarpSize +
+                         threadIdx.x % (kChunkGroups * kWarpSize);
+  const int64_t act_step = int64_t(kThreads / (kChunkGroups * kWarpSize)) * G * kWarpSize;  // m to m + 1
   auto stage_acts = [&](int c, int slot) {
     const int g0 = c * kChunkGroups, pieces = min(G - g0, kChunkGroups) * kWarpSize;
     uint8_t* dst = smem + slot * stage_bytes;
+    if (pieces == kChunkGroups * kWarpSize) {
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
+      for (int m = 0; m < kActPer; ++m)
+        if (kActPieces % kThreads == 0 || int(threadIdx.x) + m * kThreads < kActPieces)
+          __pipeline_memcpy_async(dst + 16 * (threadIdx.x + m * kThreads), act_src + g0 * kWarpSize + m * act_step, 16);
+      return;
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t)  // a last, part-filled chunk
       for (int j = threadIdx.x; j < pieces; j += kThreads)
         __pipeline_memcpy_async(dst + t * kChunkGroups * 512 + 16 * j,
                                 x.halves + (int64_t(t) * G + g0) * kWarpSize + j, 16);
