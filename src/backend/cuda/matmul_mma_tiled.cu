@@ -13,7 +13,7 @@
 // kStages - 1 chunks ahead of the one being multiplied. Warp w takes row tile w % 8 and half
 // of each chunk's steps (w / 8); the two halves' sums are added at the end, the first's plus the
 // second's. Where the row tiles alone leave SMs idle (narrow weights: the o and down
-// projections, which MmaTiles::where_faster leaves on the int8 kernel, tiled_pays), K is split
+// projections; MmaTiles::where_faster takes only those of long rows, tiled_pays), K is split
 // over blocks as well: each block stores its sums in the scratch and the last block of a row
 // tile to finish (a ticket) adds the slices in slice order. The same bits every run.
 #include <cuda_pipeline.h>
@@ -402,13 +402,16 @@ size_t tiled_scratch_bytes() {
   return ticket_bytes() + size_t(partial_slots()) * kMaxSeqTiles * kSeqTile * kTiledRows * sizeof(float);
 }
 
-// Whether a launch takes the tiled kernel. Measured (run 17, H100, kernel bench, µs against the
-// int8 kernel): it wins at more than 32 rows where its row tiles fill half the SMs or more (64
-// rows: gate/up 14336 x 4096 122 against 202, the 8B output head 508 against 768); on narrow
-// weights, which it splits over K (4096 x 4096 at 64 rows 34 against 28), and at 8-32 rows it is
-// no faster. And its stages must fit the device's shared memory (sm_80 holds 163 KiB, short of
-// the 204 KiB of Q6_K or Q8_0 rows at 64 rows; Hopper 227).
-bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t rows, MmaTiles policy) {
+// Whether a launch takes the tiled kernel. Measured (run 19, H100, kernel bench, µs against the
+// int8 kernel, the faster of its K splits): at 32 and 64 rows it wins where its row tiles fill
+// half the SMs (gate/up 14336 x 4096 95 against 104 and 116 against 201, the 8B output head 387
+// against 494 and 470 against 776) and on narrow weights of long rows, which it splits over K in
+// one wave (the down projection, 4096 x 14336: 57 against 69 and 72 against 94); not on narrow
+// weights of short rows (4096 x 4096 at 64 rows 34 against 25, 1024 x 4096 33 against 24), nor at
+// 8 rows (gate/up 75 against 61). Between 8 and 32 rows nothing was measured; gate/up's two
+// points cross near 22, so it starts past 24. And its stages must fit the device's shared memory
+// (sm_80 holds 163 KiB, short of the 204 KiB of Q6_K or Q8_0 rows at 64 rows; Hopper 227).
+bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t rows, int64_t K, MmaTiles policy) {
   int stride = 0;
   int64_t blocks = 0;
   for (int i = 0; i < n; ++i) {
@@ -416,7 +419,8 @@ bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t rows, 
     if (e == MatmulEpilogue::store) blocks += (parts[i].N + kTiledRows - 1) / kTiledRows;
   }
   if (e != MatmulEpilogue::store) blocks = (parts[0].N + kTiledRows / 2 - 1) / (kTiledRows / 2);
-  const bool faster = policy == MmaTiles::always || (rows > 4 * kSeqTile && 2 * blocks >= device_sms());
+  const bool wide = 2 * blocks >= device_sms(), long_rows = K > 8192;
+  const bool faster = policy == MmaTiles::always || (rows > 3 * kSeqTile && (wide || long_rows));
   return policy != MmaTiles::off && faster &&
          kStages * (tiled_act_bytes<kMaxSeqTiles>() + kTiledRows * stride) <= shared_optin();
 }
