@@ -317,7 +317,7 @@ int main(int argc, char** argv) {
       std::printf("| %-6s | %-6s | %5lld x %-5lld | %-4d | %9.1f | %9.0f | %7.0f%% |\n", type.c_str(), kernel,
                   (long long)c.N, (long long)c.K, rows, ms * 1e3, gbs, 100 * gbs / copy_gbs);
     };
-    for (int rows : {1, 8, 32, 64}) {
+    for (int rows : {1, 8, 16, 24, 32, 64}) {  // 16, 24: where the tiled kernel starts to pay (tiled_pays)
       if (rows > 8 && !q8) continue;
       std::vector<float> x(size_t(rows * c.K));
       for (auto& v : x) v = nd(rng);
