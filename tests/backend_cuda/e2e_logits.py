@@ -4,8 +4,9 @@
 Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `--backend cuda`,
 once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays), once in
 steps of 32 (-b 32: graph replays whose attention is the tensor-core prompt kernel writing
-q8_1 codes, and whose matmuls are the int8 tensor-core ones; again in steps of 64, whose gate/up
-and output matmuls are then the tiled f16 kernel's (mma_tiles), and with mma_tiles = false), once one
+q8_1 codes, and whose matmuls are on tensor cores: the int8 kernels for q/k/v and o, the tiled f16
+kernel for gate/up, down and the output (mma_tiles, past 24 rows); again in steps of 64, and in
+steps of 64 with mma_tiles = false, every matmul on the int8 kernels), once one
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
 op-by-op path a program can still choose stays checked; the prefill again with the f32 attention

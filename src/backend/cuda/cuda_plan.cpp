@@ -140,8 +140,8 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
                          ? fmt::format("decode-kernel matmuls of {} or more rows: int8 tensor-core tiles (16 weight rows "
                                        "x up to 64 activation rows a warp; K split over blocks of {} warps){}",
                                        mma_rows_, mma_split_warps_,
-                                       mma_tiles_ ? "; wide weights and rows past 8,192 at more than 24 rows: f16 weights and activations, "
-                                                    "blocks of 128 rows staged in shared memory"
+                                       mma_tiles_ ? "; wide weights and rows past 8,192 at more than 24 rows: f16 "
+                                                    "weights and activations, blocks of 128 rows staged in shared memory"
                                                   : "")
                          : std::string("no tensor-core matmuls (mma_rows = 0, or a device before sm_80)"));
   explain_.push_back(std::string("attention: steps of at most 8 rows, and batches of decodes (one row a sequence), by "
@@ -485,8 +485,9 @@ class CudaBackend final : public Backend {
         // kernel bench measured it faster (docs/cuda-kernels.md, version 14).
         {"", "mma_tiles", ScheduleKey::Type::boolean, 0, 0, {}, true,
          "tensor-core matmuls of more than 24 rows whose weights fill half the SMs with tiles of 128 rows (gate/up, "
-         "the output head) or whose rows are longer than 8,192 (down) run as blocks of 128 weight rows whose weights and activations pass through shared memory "
-         "in chunks of 256 elements (cp.async, two chunks ahead), the weights dequantized to f16 in registers and "
+         "the output head) or whose rows are longer than 8,192 (down) run as blocks of 128 weight rows whose weights "
+         "and activations pass through shared memory in chunks of 256 elements (cp.async, two chunks ahead), the "
+         "weights dequantized to f16 in registers and "
          "multiplied with f16 activations (the q8_1 input's d * code) on f16 tensor cores summing in f32 (false, "
          "and the other launches: int8 MMA on the q8_1 codes, each group's int32 sums scaled in f32)"},
         {"", "gemv_resident", ScheduleKey::Type::boolean, 0, 0, {}, true,
