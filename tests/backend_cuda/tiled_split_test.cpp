@@ -1,4 +1,5 @@
-// The tiled f16 matmul's split of K over blocks (tiled_split.h): plain C++, runs in every build.
+// Where the tiled f16 matmul runs and its split of K over blocks (tiled_split.h): plain C++,
+// runs in every build.
 #include <gtest/gtest.h>
 
 #include "backend/cuda/tiled_split.h"
@@ -42,6 +43,26 @@ TEST(TiledSplit, StaysWithinItsSlotsAndChunks) {
       ASSERT_GE(s, 1);
       ASSERT_LE(s, std::max<int64_t>(1, std::min(chunks, slots))) << tiles << " tiles, " << chunks << " chunks";
     }
+}
+
+// The launches of the 8B shape's batched decode take the kernel that run 19's kernel bench
+// measured faster: the tiled one for gate/up, the output head and down at 32 and 64 rows; the
+// int8 one for q/k/v and o (rows of 4,096) at any row count, and for everything at 8 rows.
+TEST(TiledSplit, TakesTheLaunchesMeasuredFaster) {
+  struct Launch {
+    const char* what;
+    int64_t tiles, K;
+    bool tiled;
+  };
+  for (const Launch l : {Launch{"gate/up, 2 x 14336 x 4096 (gated: 64 outputs a tile)", 224, 4096, true},
+                         Launch{"output head, 128256 x 4096", 1002, 4096, true},
+                         Launch{"down, 4096 x 14336", 32, 14336, true}, Launch{"o, 4096 x 4096", 32, 4096, false},
+                         Launch{"q/k/v, 6144 x 4096", 48, 4096, false}, Launch{"k, 1024 x 4096", 8, 4096, false}}) {
+    SCOPED_TRACE(l.what);
+    EXPECT_FALSE(tiled_faster(8, l.tiles, l.K, kSms));
+    EXPECT_EQ(tiled_faster(32, l.tiles, l.K, kSms), l.tiled);
+    EXPECT_EQ(tiled_faster(64, l.tiles, l.K, kSms), l.tiled);
+  }
 }
 
 }  // namespace

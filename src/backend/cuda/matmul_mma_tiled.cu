@@ -402,15 +402,9 @@ size_t tiled_scratch_bytes() {
   return ticket_bytes() + size_t(partial_slots()) * kMaxSeqTiles * kSeqTile * kTiledRows * sizeof(float);
 }
 
-// Whether a launch takes the tiled kernel. Measured (run 19, H100, kernel bench, µs against the
-// int8 kernel, the faster of its K splits): at 32 and 64 rows it wins where its row tiles fill
-// half the SMs (gate/up 14336 x 4096 95 against 104 and 116 against 201, the 8B output head 387
-// against 494 and 470 against 776) and on narrow weights of long rows, which it splits over K in
-// one wave (the down projection, 4096 x 14336: 57 against 69 and 72 against 94); not on narrow
-// weights of short rows (4096 x 4096 at 64 rows 34 against 25, 1024 x 4096 33 against 24), nor at
-// 8 rows (gate/up 75 against 61). Between 8 and 32 rows nothing was measured; gate/up's two
-// points cross near 22, so it starts past 24. And its stages must fit the device's shared memory
-// (sm_80 holds 163 KiB, short of the 204 KiB of Q6_K or Q8_0 rows at 64 rows; Hopper 227).
+// Whether a launch takes the tiled kernel: where it is the faster (tiled_faster, with the
+// measurements) and its stages fit the device's shared memory (sm_80 holds 163 KiB, short of the
+// 204 KiB of Q6_K or Q8_0 rows at 64 rows; Hopper 227).
 bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t rows, int64_t K, MmaTiles policy) {
   int stride = 0;
   int64_t blocks = 0;
@@ -419,8 +413,7 @@ bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t rows, 
     if (e == MatmulEpilogue::store) blocks += (parts[i].N + kTiledRows - 1) / kTiledRows;
   }
   if (e != MatmulEpilogue::store) blocks = (parts[0].N + kTiledRows / 2 - 1) / (kTiledRows / 2);
-  const bool wide = 2 * blocks >= device_sms(), long_rows = K > 8192;
-  const bool faster = policy == MmaTiles::always || (rows > 3 * kSeqTile && (wide || long_rows));
+  const bool faster = policy == MmaTiles::always || tiled_faster(rows, blocks, K, device_sms());
   return policy != MmaTiles::off && faster &&
          kStages * (tiled_act_bytes<kMaxSeqTiles>() + kTiledRows * stride) <= shared_optin();
 }
