@@ -4,6 +4,7 @@
 
 #include "cli/verb.h"
 #include "common/error.h"
+#include "quant/mixture.h"
 #include "synth/model.h"
 
 namespace {
@@ -21,7 +22,10 @@ loom::cli::RegisterVerb reg("synth", [](CLI::App& root) {
   c->add_option("SHAPE", o->shape, "model shape (--list shows them)");
   c->add_option("OUT", o->out, "output .gguf path");
   c->add_option("--seed", o->seed, "random seed (same seed, same file)");
-  c->add_option("--type", o->type, "weight type: f16 (default), f32, bf16, q8_0");
+  c->add_option("--type", o->type,
+                 "weight type of the matrices: f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (a normal draw "
+                 "quantized), q4_K, q5_K, q6_K (random codes); or a llama-quantize file type such as Q4_K_M (its "
+                 "per-tensor mixture, k-quants as random codes: seconds where f16 + `loom quantize` take minutes)");
   c->add_option("--vocab", o->vocab, "vocabulary size (overrides the shape's)");
   c->add_option("--layers", o->layers, "layer count (overrides the shape's)");
   c->add_option("--gain", o->gain,
@@ -38,9 +42,9 @@ loom::cli::RegisterVerb reg("synth", [](CLI::App& root) {
     auto shape = loom::synth::find_shape(o->shape);
     loom::synth::SynthOptions opt;
     opt.seed = o->seed;
-    auto t = gguf::type_from_name(o->type);
-    if (!t) loom::fail("synth: unknown --type '{}'", o->type);
-    opt.type = *t;
+    if (auto t = gguf::type_from_name(o->type)) opt.type = *t;
+    else if (auto f = loom::quant::file_type_from_name(o->type)) opt.file_type = *f;
+    else loom::fail("synth: unknown --type '{}' (a weight type such as f16 or q4_K, or a file type such as Q4_K_M)", o->type);
     if (o->vocab) opt.n_vocab = o->vocab;
     if (o->layers) opt.n_layer = o->layers;
     opt.gain = o->gain;

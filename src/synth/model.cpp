@@ -10,6 +10,8 @@
 
 #include "common/error.h"
 #include "gguf/writer.h"
+#include "quant/mixture.h"
+#include "quant/quant.h"
 #include "synth/rng.h"
 #include "synth/vocab.h"
 
@@ -22,49 +24,19 @@ using gguf::ValueType;
 
 constexpr double kWeightStd = 0.02;
 
-uint16_t to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = int32_t((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (((x >> 23) & 0xff) == 0xff) return uint16_t(sign | 0x7c00u | (mant ? 0x200u : 0));
-  if (exp >= 31) return uint16_t(sign | 0x7c00u);
-  if (exp <= 0) {  // subnormal half (or zero)
-    if (exp < -10) return uint16_t(sign);
-    mant |= 0x800000u;
-    uint32_t shift = uint32_t(14 - exp);
-    uint32_t h = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return uint16_t(sign | h);
-  }
-  uint32_t h = (uint32_t(exp) << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;  // may carry into the exponent: correct
-  return uint16_t(sign | h);
-}
-
-uint16_t to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40);
-  return uint16_t((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
-}
-
 // Encodes one row of floats into `out` in type t (the row's exact byte size).
 void encode_row(const float* x, uint64_t n, TensorType t, uint8_t* out) {
   switch (t) {
     case TensorType::F32: std::memcpy(out, x, n * 4); return;
     case TensorType::F16:
       for (uint64_t i = 0; i < n; ++i) {
-        uint16_t h = to_f16(x[i]);
+        uint16_t h = quant::fp32_to_fp16(x[i]);
         std::memcpy(out + 2 * i, &h, 2);
       }
       return;
     case TensorType::BF16:
       for (uint64_t i = 0; i < n; ++i) {
-        uint16_t h = to_bf16(x[i]);
+        uint16_t h = quant::fp32_to_bf16(x[i]);
         std::memcpy(out + 2 * i, &h, 2);
       }
       return;
@@ -75,12 +47,56 @@ void encode_row(const float* x, uint64_t n, TensorType t, uint8_t* out) {
         for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
         float d = amax / 127.f, id = d ? 1.f / d : 0.f;
         uint8_t* blk = out + 34 * b;
-        uint16_t dh = to_f16(d);
+        uint16_t dh = quant::fp32_to_fp16(d);
         std::memcpy(blk, &dh, 2);
         for (int i = 0; i < 32; ++i) blk[2 + i] = uint8_t(int8_t(std::lround(v[i] * id)));
       }
       return;
+    case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
+      quant::quantize_row(t, x, out, int64_t(n));  // ggml's reference quantizers (no search: cheap)
+      return;
     default: loom::fail("synth: cannot encode {}", gguf::type_name(t));
+  }
+}
+
+// The k-quants are written as random codes, not as a quantized draw: their quantizers search
+// each group's scale (make_qkx2_quants, make_qx_quants), which took ~70% of the ~100 s that a
+// Llama-3-8B-shaped Q4_K_M file cost through f16 + `loom quantize` on a 16-core machine, and a
+// random code costs a random bit. Every code bit is uniform, so a code is uniform over its range
+// (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), and each block's scales are fixed so that the values have
+// mean ~0 and standard deviation `sd` (Q6_K, having no offset, keeps a mean of -d * sc / 2, 2.7%
+// of sd): the same bytes a token for the kernels, other values than a quantized normal draw.
+bool random_codes(TensorType t) {
+  return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
+}
+
+void random_code_row(TensorType t, SplitMix64& g, double sd, uint8_t* out, uint64_t n) {
+  const uint64_t bb = uint64_t(quant::block_bytes(t)), blocks = n / quant::kQK_K;
+  for (uint64_t i = 0; i < bb * blocks; i += 8) {
+    const uint64_t r = g.next();
+    std::memcpy(out + i, &r, std::min<uint64_t>(8, bb * blocks - i));
+  }
+  // Uniform codes over 0 .. L - 1: mean (L - 1) / 2, standard deviation sqrt((L^2 - 1) / 12).
+  auto code_sd = [](double L) { return std::sqrt((L * L - 1) / 12); };
+  for (uint64_t b = 0; b < blocks; ++b) {
+    uint8_t* blk = out + b * bb;
+    if (t == TensorType::Q6_K) {  // x = d * sc * (q - 32)
+      constexpr int kSc = 16;
+      auto* q = reinterpret_cast<quant::BlockQ6_K*>(blk);
+      for (auto& sc : q->scales) sc = kSc;
+      q->d = quant::fp32_to_fp16(float(sd / (kSc * code_sd(64))));
+      continue;
+    }
+    // Q4_K, Q5_K: x = d * sc * q - dmin * m with every group's 6-bit sc and m set to 8 (the
+    // packing of get_scale_min_k4: bytes 0-3 the scales, 4-7 the mins, 8-11 both nibbles).
+    constexpr uint8_t kSc = 8;
+    const double L = t == TensorType::Q4_K ? 16 : 32, d = sd / (kSc * code_sd(L));
+    auto* q = reinterpret_cast<quant::BlockQ4_K*>(blk);  // Q5_K's d, dmin and scales lie alike
+    static_assert(offsetof(quant::BlockQ4_K, scales) == offsetof(quant::BlockQ5_K, scales));
+    for (int j = 0; j < 8; ++j) q->scales[j] = kSc;
+    for (int j = 8; j < 12; ++j) q->scales[j] = uint8_t((kSc & 15) | ((kSc & 15) << 4));
+    q->d = quant::fp32_to_fp16(float(d));
+    q->dmin = quant::fp32_to_fp16(float(d * (L - 1) / 2));  // dmin * m = d * sc * mean code
   }
 }
 
@@ -93,20 +109,28 @@ Value string_array(const std::vector<std::string>& xs) {
   return Value::array(ValueType::STRING, std::move(v));
 }
 
+// general.file_type (llama_ftype) of a file whose matrices are all of type t: the file type of
+// the same name (Q8_0, Q4_0, ...), else 1024, llama.cpp's "guessed" (Q4_K, Q5_K, Q6_K alone).
 uint32_t file_type(TensorType t) {
-  switch (t) {  // llama_ftype
+  switch (t) {
     case TensorType::F32: return 0;
     case TensorType::F16: return 1;
-    case TensorType::Q8_0: return 7;
     case TensorType::BF16: return 32;
-    default: return 0;
+    default: break;
   }
+  const auto f = quant::file_type_from_name(gguf::type_name(t));
+  return f && f->base == t ? f->llama_ftype : 1024;
 }
 
 }  // namespace
 
 bool synth_supports(TensorType t) {
-  return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 || t == TensorType::Q8_0;
+  switch (t) {
+    case TensorType::F32: case TensorType::F16: case TensorType::BF16: case TensorType::Q8_0:
+    case TensorType::Q4_0: case TensorType::Q4_1: case TensorType::Q5_0: case TensorType::Q5_1:
+      return true;
+    default: return random_codes(t);
+  }
 }
 
 std::vector<SynthTensor> synth_tensors(const ModelShape& s, TensorType type) {
@@ -152,10 +176,24 @@ SynthResult write_model(const ModelShape& shape_in, const SynthOptions& opt, con
   if (opt.n_vocab) s.n_vocab = *opt.n_vocab;
   if (opt.n_layer) s.n_layer = *opt.n_layer;
   if (s.n_layer == 0) loom::fail("synth: --layers must be at least 1");
-  if (!synth_supports(opt.type))
-    loom::fail("synth: not supported: writing {} weights (synth writes f32, f16, bf16, q8_0; use `loom quantize` "
-               "for other types)", gguf::type_name(opt.type));
-  auto tensors = synth_tensors(s, opt.type);
+  constexpr const char* kWrites = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K";
+  if (!opt.file_type && !synth_supports(opt.type))
+    loom::fail("synth: not supported: writing {} weights (synth writes {}; use `loom quantize` for other types)",
+               gguf::type_name(opt.type), kWrites);
+  auto tensors = synth_tensors(s, opt.file_type ? TensorType::F16 : opt.type);
+  if (opt.file_type) {  // the matrices' types as llama-quantize's mixture picks them
+    std::vector<quant::TensorDesc> desc;
+    for (const auto& t : tensors) desc.push_back({t.name, t.dims, t.type});
+    const quant::ModelFacts facts{s.arch, int(s.n_layer), int(s.n_head), int(s.n_head_kv)};
+    const auto chosen = quant::choose_types(facts, *opt.file_type, desc);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].kind != SynthTensor::Matrix) continue;
+      tensors[i].type = chosen[i].type;
+      if (!synth_supports(chosen[i].type))
+        loom::fail("synth: not supported: {} puts tensor '{}' in {} (synth writes {}; write f16 and use `loom "
+                   "quantize`)", opt.file_type->name, tensors[i].name, gguf::type_name(chosen[i].type), kWrites);
+    }
+  }
   for (const auto& t : tensors)
     if (!gguf::row_bytes(t.type, t.dims[0]))
       loom::fail("synth: tensor '{}': row length {} is not a multiple of the {} block size", t.name, t.dims[0],
@@ -177,7 +215,7 @@ SynthResult write_model(const ModelShape& shape_in, const SynthOptions& opt, con
   const std::string a = s.arch;
   w.set("general.architecture", Value::str(a));
   w.set("general.name", Value::str(fmt::format("loom synth {} (seed {})", s.name, opt.seed)));
-  w.set("general.file_type", u32(file_type(opt.type)));
+  w.set("general.file_type", u32(opt.file_type ? opt.file_type->llama_ftype : file_type(opt.type)));
   w.set("general.quantization_version", u32(2));
   w.set(a + ".context_length", u32(s.n_ctx));
   w.set(a + ".embedding_length", u32(s.n_embd));
@@ -233,6 +271,13 @@ SynthResult write_model(const ModelShape& shape_in, const SynthOptions& opt, con
     const double std_dev =
         in_layer && opt.gain > 0 ? std::min(kWeightStd, opt.gain / std::sqrt(double(row))) : kWeightStd;
     auto fill = [&](uint64_t r0, uint64_t r1) {
+      if (random_codes(d.type)) {  // a row's stream starts at a fixed count: the same bytes on any thread count
+        for (uint64_t r = r0; r < r1; ++r) {
+          SplitMix64 g = SplitMix64::at(seed, r * (rb / 8 + 1));
+          random_code_row(d.type, g, std_dev, out.data() + r * rb, row);
+        }
+        return;
+      }
       Normal rng = Normal::at(seed, r0 * row);
       std::vector<float> x(row);
       for (uint64_t r = r0; r < r1; ++r) {

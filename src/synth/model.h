@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/tensor_type.h"
+#include "quant/mixture.h"
 #include "synth/shapes.h"
 
 namespace loom::synth {
@@ -14,6 +15,9 @@ namespace loom::synth {
 struct SynthOptions {
   uint64_t seed = 0;
   gguf::TensorType type = gguf::TensorType::F16;  // matrices and embeddings; norms and biases stay F32
+  // Set: each matrix's type is the one llama-quantize's mixture for this file type picks
+  // (quant/mixture.h; `type` is then unused), general.file_type says it.
+  std::optional<quant::FileType> file_type;
   std::optional<uint32_t> n_vocab;                // override the shape's vocabulary size
   std::optional<uint32_t> n_layer;                // override the shape's layer count
   // 0: every matrix drawn with std 0.02 (as a real model's initialization). > 0: a layer's
@@ -22,7 +26,8 @@ struct SynthOptions {
   double gain = 0;
 };
 
-// Types synth can write itself (F32, F16, BF16, Q8_0); other quantizations are `loom quantize`'s.
+// Types synth can write itself: F32, F16, BF16, the legacy quants (a normal draw quantized) and
+// Q4_K, Q5_K, Q6_K (random codes: model.cpp); Q2_K and Q3_K are `loom quantize`'s.
 bool synth_supports(gguf::TensorType t);
 
 struct SynthTensor {

@@ -85,7 +85,9 @@ def test_overrides_and_bad_arguments(loom_bin, tmp_path):
     assert len(set(toks)) == len(toks)
     check_runs(p, 1000)
     for args, msg in [(["nope-1b", tmp_path / "x.gguf"], "unknown shape"),
-                      (["tiny-llama", tmp_path / "x.gguf", "--type", "q4_K"], "not supported"),
+                      (["tiny-llama", tmp_path / "x.gguf", "--type", "q2_K"], "not supported"),
+                      (["tiny-llama", tmp_path / "x.gguf", "--type", "Q2_K_S"], "unknown --type"),
+                      (["tiny-llama", tmp_path / "x.gguf", "--type", "q4_K"], "not a multiple"),
                       (["tiny-llama", tmp_path / "x.gguf", "--vocab", "100"], "too small")]:
         res = run_loom(loom_bin, "synth", *args, check=False)
         assert res.returncode == 1 and msg in res.stderr, res.stderr
@@ -118,3 +120,33 @@ def test_qwen3_0_6b_runs(loom_bin, tmp_path):
     assert "output.weight" not in shapes
     assert r.fields["qwen3.attention.key_length"].contents() == 128
     check_runs(p, 151936)
+
+
+def test_q4_k_m_written_directly_like_quantize_writes_it(loom_bin, tmp_path):
+    """`--type Q4_K_M`: llama-quantize's mixture without the f16 round trip (what gpu-check makes
+    its files with): the same tensor types, shapes and file type as `loom quantize` gives the f16
+    file, k-quants as random codes with the draw's standard deviation and a mean near zero, and a
+    file llama.cpp runs."""
+    args = ["--seed", "3", "--gain", "0.5", "--layers", "2", "--vocab", "2048"]
+    for d in "abc":
+        (tmp_path / d).mkdir()
+    direct = synth(loom_bin, tmp_path / "a", "llama3.2-1b-untied", *args, "--type", "Q4_K_M")
+    f16 = synth(loom_bin, tmp_path / "b", "llama3.2-1b-untied", *args)
+    quantized = tmp_path / "b" / "q4_k_m.gguf"
+    run_loom(loom_bin, "quantize", f16, quantized, "--type", "Q4_K_M")
+    a, b, x = (gguf.GGUFReader(str(p)) for p in (direct, quantized, f16))
+    types = lambda r: {t.name: (t.tensor_type.name, [int(d) for d in t.shape]) for t in r.tensors}
+    assert types(a) == types(b)
+    assert {v[0] for v in types(a).values()} >= {"Q4_K", "Q6_K", "F32"}
+    assert a.fields["general.file_type"].contents() == b.fields["general.file_type"].contents() == 15
+    drawn = {t.name: np.asarray(t.data, dtype=np.float32) for t in x.tensors}
+    for t in a.tensors:
+        if t.tensor_type.name not in ("Q4_K", "Q6_K"):
+            continue
+        w = gguf.dequantize(t.data, t.tensor_type).reshape(-1)
+        sd = float(drawn[t.name].std())
+        assert abs(float(w.std()) / sd - 1) < 0.02, t.name
+        assert abs(float(w.mean())) < 0.05 * sd, t.name  # Q6_K: -d * sc / 2, 2.7% of sd
+    same = synth(loom_bin, tmp_path / "c", "llama3.2-1b-untied", *args, "--type", "Q4_K_M")
+    assert hashlib.sha256(same.read_bytes()).digest() == hashlib.sha256(direct.read_bytes()).digest()
+    check_runs(direct, 2048)
