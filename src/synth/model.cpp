@@ -60,9 +60,9 @@ void encode_row(const float* x, uint64_t n, TensorType t, uint8_t* out) {
 }
 
 // The k-quants are written as random codes, not as a quantized draw: their quantizers search
-// each group's scale (make_qkx2_quants, make_qx_quants), which took ~70% of the ~100 s that a
-// Llama-3-8B-shaped Q4_K_M file cost through f16 + `loom quantize` on a 16-core machine, and a
-// random code costs a random bit. Every code bit is uniform, so a code is uniform over its range
+// each group's scale (make_qkx2_quants, make_qx_quants), 44 of the 70 s that the 1B shape's
+// Q4_K_M file took through f16 + `loom quantize` on 2 cores (BENCHMARKS.md; the 8B's took 71-110 s
+// of each 16-core device call), and a random code costs a random bit. Every code bit is uniform, so a code is uniform over its range
 // (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63), and each block's scales are fixed so that the values have
 // mean ~0 and standard deviation `sd` (Q6_K, having no offset, keeps a mean of -d * sc / 2, 2.7%
 // of sd): the same bytes a token for the kernels, other values than a quantized normal draw.
