@@ -140,8 +140,11 @@ def test_q4_k_m_written_directly_like_quantize_writes_it(loom_bin, tmp_path):
     assert {v[0] for v in types(a).values()} >= {"Q4_K", "Q6_K", "F32"}
     assert a.fields["general.file_type"].contents() == b.fields["general.file_type"].contents() == 15
     drawn = {t.name: np.asarray(t.data, dtype=np.float32) for t in x.tensors}
-    for t in a.tensors:
-        if t.tensor_type.name not in ("Q4_K", "Q6_K"):
+    (tmp_path / "d").mkdir()  # Q5_K, which Q4_K_M does not use, as every matrix's type
+    q5 = gguf.GGUFReader(str(synth(loom_bin, tmp_path / "d", "llama3.2-1b-untied", *args, "--type", "q5_K")))
+    assert {t.tensor_type.name for t in q5.tensors} == {"Q5_K", "F32"}
+    for t in list(a.tensors) + [t for t in q5.tensors if t.name.startswith("blk.0.")]:
+        if t.tensor_type.name not in ("Q4_K", "Q5_K", "Q6_K"):
             continue
         w = gguf.dequantize(t.data, t.tensor_type).reshape(-1)
         sd = float(drawn[t.name].std())
