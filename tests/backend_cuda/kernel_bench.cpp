@@ -15,7 +15,8 @@
 //
 // Arguments (none: everything): section names to run, of persistent, attention, prompt and
 // matmul; `--kernels a,b` times only those matmul kernels (and the copy): a short device call
-// measures what it came for, e.g. `loom_cuda_kernel_bench matmul --kernels mma,mma-t,glu-mma,glu-mmat`.
+// measures what it came for, e.g. `loom_cuda_kernel_bench matmul --kernels mma,mma-t,glu-mma,glu-mmat`;
+// `--rows 64` and `--types Q4_K,Q6_K` narrow the matmul cases alike (one launch under ncu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -255,20 +256,22 @@ void bench_persistent(double copy_gbs) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows reach the log as they are measured
   const std::set<std::string> known_sections = {"persistent", "attention", "prompt", "matmul"};
-  std::set<std::string> sections, kernels;
+  std::set<std::string> sections, kernels, row_counts, types;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--kernels" && i + 1 < argc) {
+    std::set<std::string>* list_of = a == "--kernels" ? &kernels : a == "--rows" ? &row_counts : a == "--types" ? &types
+                                                                                                             : nullptr;
+    if (list_of && i + 1 < argc) {
       for (std::string list = argv[++i]; !list.empty();) {
         const size_t comma = list.find(',');
-        kernels.insert(list.substr(0, comma));
+        list_of->insert(list.substr(0, comma));
         list = comma == std::string::npos ? "" : list.substr(comma + 1);
       }
     } else if (known_sections.count(a)) {
       sections.insert(a);
     } else {
       std::fprintf(stderr, "loom_cuda_kernel_bench: unknown argument '%s' (sections: persistent attention prompt "
-                   "matmul; --kernels a,b)\n", a.c_str());
+                   "matmul; --kernels a,b; --rows 8,64; --types Q4_K,Q6_K)\n", a.c_str());
       return 2;
     }
   }
@@ -297,6 +300,8 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(7);
   std::normal_distribution<float> nd;
   for (const auto& c : cases) {
+    const std::string type(gguf::type_name(c.t));
+    if (!types.empty() && !types.count(type)) continue;
     const size_t rb = loom::quant::row_size(c.t, c.K), bytes = rb * c.N;
     const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));  // > L2 in rotation
     const std::vector<uint8_t> host = random_rows(rng, c.t, c.N, c.K);
@@ -308,7 +313,6 @@ int main(int argc, char** argv) {
       w.push_back(DeviceBuffer::of(host));
       if (q8) wp.push_back(DeviceBuffer::of(packed));
     }
-    const std::string type(gguf::type_name(c.t));
     // A kernel's row: fn timed over `iters` launches, unless --kernels leaves it out.
     auto report = [&](const char* kernel, int rows, int iters, const auto& fn, double b) {
       if (!timed(kernel)) return;
@@ -318,7 +322,7 @@ int main(int argc, char** argv) {
                   (long long)c.N, (long long)c.K, rows, ms * 1e3, gbs, 100 * gbs / copy_gbs);
     };
     for (int rows : {1, 8, 16, 24, 32, 64}) {  // 16, 24: where the tiled kernel starts to pay (tiled_pays)
-      if (rows > 8 && !q8) continue;
+      if ((rows > 8 && !q8) || (!row_counts.empty() && !row_counts.count(std::to_string(rows)))) continue;
       std::vector<float> x(size_t(rows * c.K));
       for (auto& v : x) v = nd(rng);
       auto dx = DeviceBuffer::of(x);
