@@ -131,13 +131,14 @@ __device__ __forceinline__ MatmulPart pick(const TiledParts& P, int i) {
   return m;
 }
 
-// Four code bytes of v (signed when S) as f16, times a plus b: (byte 0, byte 1) into lo, (2, 3)
-// into hi. A byte under 0x6400 is the half 1024 + byte (exact; signed bytes are offset by 128
-// first), less 1024 (or 1152) exactly, then one rounding in the multiply-add.
+// Four code bytes of v as f16, less bias, times a plus b: (byte 0, byte 1) into lo, (2, 3) into
+// hi. A byte under 0x6400 is the half 1024 + byte (exact); less the bias (1024 + the codes'
+// offset: exact for codes under 2048) and one rounding in the multiply-add. Signed codes (S)
+// are offset by 128 first.
 template <bool S>
-__device__ __forceinline__ void codes_to_half2(uint32_t v, __half2 a, __half2 b, uint32_t& lo, uint32_t& hi) {
+__device__ __forceinline__ void codes_to_half2(uint32_t v, __half2 bias, __half2 a, __half2 b, uint32_t& lo,
+                                               uint32_t& hi) {
   if constexpr (S) v ^= 0x80808080u;
-  const __half2 bias = __float2half2_rn(S ? 1152.f : 1024.f);
   uint32_t l = __byte_perm(v, 0x64646464u, 0x4140), h = __byte_perm(v, 0x64646464u, 0x4342);
   const __half2 x = __hfma2(__hsub2(*reinterpret_cast<__half2*>(&l), bias), a, b);
   const __half2 y = __hfma2(__hsub2(*reinterpret_cast<__half2*>(&h), bias), a, b);
@@ -145,37 +146,131 @@ __device__ __forceinline__ void codes_to_half2(uint32_t v, __half2 a, __half2 b,
   hi = *reinterpret_cast<const uint32_t*>(&y);
 }
 
-// Steps [s0, s1) of a staged chunk for the warp's two rows (w0, w1: their staged bytes). The
-// lane's 8 elements of a group are the MMA's k slots 2 tid, 2 tid + 1, 2 tid + 8, 2 tid + 9 of
+// The MMAs of one group for the warp's two rows: the lane's 8 codes of each (w0, w1; .x the
+// first four) become f16 fragments, the coefficients (a, b) per row, and meet the NT seq tiles'
+// activations of the group (xg: the lane's piece of tile 0; a tile is kChunkGroups * 32 pieces on).
+template <bool S, int NT>
+__device__ __forceinline__ void group_mmas(uint2 w0, uint2 w1, __half2 bias, __half2 a0, __half2 b0, __half2 a1,
+                                           __half2 b1, const uint4* xg, float (&acc)[NT][4]) {
+  uint32_t f[8];
+  codes_to_half2<S>(w0.x, bias, a0, b0, f[0], f[2]);
+  codes_to_half2<S>(w1.x, bias, a1, b1, f[1], f[3]);
+  codes_to_half2<S>(w0.y, bias, a0, b0, f[4], f[6]);
+  codes_to_half2<S>(w1.y, bias, a1, b1, f[5], f[7]);
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const uint4 b = xg[t * kChunkGroups * kWarpSize];
+    mma_f16(acc[t], f[0], f[1], f[2], f[3], b.x, b.y);
+    mma_f16(acc[t], f[4], f[5], f[6], f[7], b.z, b.w);
+  }
+}
+
+// Q4_K / Q5_K: a chunk is one 256-block ([d, dmin][12 scale bytes][Q5_K: qh 32][qs 128]), step
+// c (0..3) its groups 2c (low nibbles of qs bytes [32c, + 32)) and 2c + 1 (high nibbles). The
+// groups' coefficients come from the packed scale bytes four groups at a time (byte j of sc, m:
+// group j's 6-bit scale and min, groups 0-3 or, up, 4-7) as f16 pairs (1024 + sc, 1024 + m),
+// exact, times (d, -dmin) in one rounding: the bits of MmaType's f32 products (exact: 11 x 6
+// bits) rounded to f16, without its per-group unpacking and branches.
+__device__ __forceinline__ void k4_scale_bytes(const int4& h, bool up, uint32_t& sc, uint32_t& m) {
+  const uint32_t y = uint32_t(h.y), z = uint32_t(h.z), w = uint32_t(h.w);
+  sc = up ? (w & 0x0F0F0F0Fu) | ((y >> 2) & 0x30303030u) : y & 0x3F3F3F3Fu;
+  m = up ? ((w >> 4) & 0x0F0F0F0Fu) | ((z >> 2) & 0x30303030u) : z & 0x3F3F3F3Fu;
+}
+// Groups 2 odd and 2 odd + 1 of the four in sc, m: their (d sc, -dmin m) pairs.
+__device__ __forceinline__ void k4_coefs(uint32_t sc, uint32_t m, __half2 dm, int odd, __half2& p0, __half2& p1) {
+  const uint32_t u = __byte_perm(sc, m, odd ? 0x7362 : 0x5140);  // [sc, m, sc', m']
+  uint32_t x = __byte_perm(u, 0x64646464u, 0x4140), y = __byte_perm(u, 0x64646464u, 0x4342);
+  const __half2 k = __float2half2_rn(1024.f);
+  p0 = __hmul2(__hsub2(*reinterpret_cast<__half2*>(&x), k), dm);
+  p1 = __hmul2(__hsub2(*reinterpret_cast<__half2*>(&y), k), dm);
+}
+
+// A K-quant's chunk is always whole (K is a multiple of 256): the warp's half kw of it is steps
+// 2 kw and 2 kw + 1.
+template <TensorType T, int NT>
+__device__ __forceinline__ void kquant45_dots(const uint8_t* w0, const uint8_t* w1, int kw, int lane, const uint4* xh,
+                                              float (&acc)[NT][4]) {
+  constexpr bool kFive = T == TensorType::Q5_K;
+  const int tid = lane % 4;
+  const int4 head0 = *reinterpret_cast<const int4*>(w0), head1 = *reinterpret_cast<const int4*>(w1);
+  uint32_t dm0 = uint32_t(head0.x) ^ 0x80000000u, dm1 = uint32_t(head1.x) ^ 0x80000000u;  // (d, -dmin)
+  const __half2 k = __float2half2_rn(1024.f);
+  uint2 h0 = make_uint2(0, 0), h1 = make_uint2(0, 0);
+  if constexpr (kFive) h0 = u64(w0 + 16 + 8 * tid), h1 = u64(w1 + 16 + 8 * tid);
+  uint32_t sc0, m0, sc1, m1;  // the scale and min bytes of the half's groups 4 kw .. 4 kw + 3
+  k4_scale_bytes(head0, kw, sc0, m0);
+  k4_scale_bytes(head1, kw, sc1, m1);
+#pragma unroll
+  for (int odd = 0; odd < 2; ++odd) {
+    const int c = 2 * kw + odd;
+    __half2 p0[2], p1[2];
+    k4_coefs(sc0, m0, *reinterpret_cast<__half2*>(&dm0), odd, p0[0], p0[1]);
+    k4_coefs(sc1, m1, *reinterpret_cast<__half2*>(&dm1), odd, p1[0], p1[1]);
+    const uint2 v0 = u64(w0 + (kFive ? 48 : 16) + 32 * c + 8 * tid), v1 = u64(w1 + (kFive ? 48 : 16) + 32 * c + 8 * tid);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint2 g0 = h ? make_uint2(hi4(v0.x), hi4(v0.y)) : make_uint2(lo4(v0.x), lo4(v0.y));
+      uint2 g1 = h ? make_uint2(hi4(v1.x), hi4(v1.y)) : make_uint2(lo4(v1.x), lo4(v1.y));
+      if constexpr (kFive) {
+        const int sh = 2 * c + h;
+        g0.x |= ((h0.x >> sh) & 0x01010101u) << 4, g0.y |= ((h0.y >> sh) & 0x01010101u) << 4;
+        g1.x |= ((h1.x >> sh) & 0x01010101u) << 4, g1.y |= ((h1.y >> sh) & 0x01010101u) << 4;
+      }
+      group_mmas<false, NT>(g0, g1, k, __low2half2(p0[h]), __high2half2(p0[h]), __low2half2(p1[h]),
+                            __high2half2(p1[h]), xh + (2 * c + h) * kWarpSize + lane, acc);
+    }
+  }
+}
+
+// Q6_K: a chunk is one 256-block (ql 128, qh 64; then its 16 int8 scales and d, from a), step gq
+// (0..7) one group: element l of it is ql byte 64h + 32(k & 1) + l (low nibble for k < 2) with
+// bits 2k, 2k + 1 of qh byte 32h + l (h = gq / 4, k = gq % 4). The lane's 8 elements lie in the
+// group's half tid / 2, whose scale alone it takes; codes 0..63 less the bias 1056 are q - 32,
+// exact. d sc as one f16 product (exact: 11 x 8 bits), the bits of MmaType's f32 product rounded.
+// The warp's half kw of the (whole) chunk is h = kw, k = 0..3.
+template <int NT>
+__device__ __forceinline__ void q6k_dots(const uint8_t* w0, const uint8_t* a0, const uint8_t* w1, const uint8_t* a1,
+                                         int kw, int lane, const uint4* xh, float (&acc)[NT][4]) {
+  const int tid = lane % 4;
+  const __half d0 = *reinterpret_cast<const __half*>(a0 + 16), d1 = *reinterpret_cast<const __half*>(a1 + 16);
+  const __half2 bias = __float2half2_rn(1056.f), zero = __float2half2_rn(0.f);
+  const int h = kw;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int ql_off = 64 * h + 32 * (k & 1) + 8 * tid, qh_off = 128 + 32 * h + 8 * tid;
+    auto codes = [&](const uint8_t* qb) {
+      const uint2 l = u64(qb + ql_off), hb = u64(qb + qh_off);
+      return make_uint2((k < 2 ? lo4(l.x) : hi4(l.x)) | (((hb.x >> (2 * k)) & 0x03030303u) << 4),
+                        (k < 2 ? lo4(l.y) : hi4(l.y)) | (((hb.y >> (2 * k)) & 0x03030303u) << 4));
+    };
+    const int si = 8 * h + 2 * k + tid / 2;
+    const __half2 c0 = __half2half2(__hmul(d0, __short2half_rn(int8_t(a0[si])))),
+                  c1 = __half2half2(__hmul(d1, __short2half_rn(int8_t(a1[si]))));
+    group_mmas<false, NT>(codes(w0), codes(w1), bias, c0, zero, c1, zero, xh + (4 * h + k) * kWarpSize + lane, acc);
+  }
+}
+
+// The warp's half kw of a staged chunk, steps [s0, s1), for its two rows (w0, w1: their staged
+// bytes). The lane's 8 elements of a group are the MMA's k slots 2 tid, 2 tid + 1, 2 tid + 8, 2 tid + 9 of
 // two k16 steps (elements 8 tid .. + 3, then 8 tid + 4 .. + 7), the same permutation for
 // weights and activations; C fragment order as group_mma's.
 template <TensorType T, int NT>
-__device__ __forceinline__ void chunk_dots_f16(const uint8_t* w0, const uint8_t* w1, const ChunkSpan& sp, int s0,
-                                               int s1, int lane, const uint4* xh, float (&acc)[NT][4]) {
-  constexpr int kG = MmaType<T>::kGroups;
-  constexpr bool kSigned = T == TensorType::Q6_K || T == TensorType::Q8_0;
-  const int tid = lane % 4;
+__device__ __forceinline__ void chunk_dots_f16(const uint8_t* w0, const uint8_t* w1, const ChunkSpan& sp, int kw,
+                                               int s0, int s1, int lane, const uint4* xh, float (&acc)[NT][4]) {
   const uint8_t *a0 = w0 + sp.nq + sp.skew, *a1 = w1 + sp.nq + sp.skew;
-  for (int s = s0; s < s1; ++s)
-    MmaType<T>::step(w0, a0, w1, a1, s, tid, [&](int j, const Group& g) {
-      const int grp = s * kG + j;
-      float2 r0 = g.c0, r1 = g.c1;
-      if constexpr (T == TensorType::Q6_K)
-        if (g.half != 0) r0 = g.c0h, r1 = g.c1h;
-      const __half2 sa0 = __float2half2_rn(r0.x), sb0 = __float2half2_rn(r0.y);
-      const __half2 sa1 = __float2half2_rn(r1.x), sb1 = __float2half2_rn(r1.y);
-      uint32_t f[8];
-      codes_to_half2<kSigned>(g.w0.x, sa0, sb0, f[0], f[2]);
-      codes_to_half2<kSigned>(g.w1.x, sa1, sb1, f[1], f[3]);
-      codes_to_half2<kSigned>(g.w0.y, sa0, sb0, f[4], f[6]);
-      codes_to_half2<kSigned>(g.w1.y, sa1, sb1, f[5], f[7]);
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        const uint4 b = xh[(t * kChunkGroups + grp) * kWarpSize + lane];
-        mma_f16(acc[t], f[0], f[1], f[2], f[3], b.x, b.y);
-        mma_f16(acc[t], f[4], f[5], f[6], f[7], b.z, b.w);
-      }
-    });
+  if constexpr (T == TensorType::Q4_K || T == TensorType::Q5_K) {
+    kquant45_dots<T, NT>(w0, w1, kw, lane, xh, acc);
+  } else if constexpr (T == TensorType::Q6_K) {
+    q6k_dots<NT>(w0, a0, w1, a1, kw, lane, xh, acc);
+  } else {
+    constexpr bool kSigned = T == TensorType::Q8_0;
+    const __half2 bias = __float2half2_rn(kSigned ? 1152.f : 1024.f);
+    for (int s = s0; s < s1; ++s)
+      MmaType<T>::step(w0, a0, w1, a1, s, lane % 4, [&](int, const Group& g) {
+        group_mmas<kSigned, NT>(g.w0, g.w1, bias, __float2half2_rn(g.c0.x), __float2half2_rn(g.c0.y),
+                                __float2half2_rn(g.c1.x), __float2half2_rn(g.c1.y), xh + s * kWarpSize + lane, acc);
+      });
+  }
 }
 
 template <int NT, bool Glu>
@@ -266,13 +361,13 @@ __global__ void __launch_bounds__(kTiledWarps * kWarpSize, 1) matmul_mma_tiled_k
     const int steps = min(G - (c0 + i) * kChunkGroups, kChunkGroups) / steps_per_group, half = (steps + 1) / 2;
     const int s0 = kw ? half : 0, s1 = kw ? steps : half;
     switch (wp.type) {  // uniform across the warp
-      case TensorType::Q4_0: chunk_dots_f16<TensorType::Q4_0, NT>(w0, w1, s, s0, s1, lane, xh, acc); break;
-      case TensorType::Q4_1: chunk_dots_f16<TensorType::Q4_1, NT>(w0, w1, s, s0, s1, lane, xh, acc); break;
-      case TensorType::Q5_0: chunk_dots_f16<TensorType::Q5_0, NT>(w0, w1, s, s0, s1, lane, xh, acc); break;
-      case TensorType::Q8_0: chunk_dots_f16<TensorType::Q8_0, NT>(w0, w1, s, s0, s1, lane, xh, acc); break;
-      case TensorType::Q4_K: chunk_dots_f16<TensorType::Q4_K, NT>(w0, w1, s, s0, s1, lane, xh, acc); break;
-      case TensorType::Q5_K: chunk_dots_f16<TensorType::Q5_K, NT>(w0, w1, s, s0, s1, lane, xh, acc); break;
-      case TensorType::Q6_K: chunk_dots_f16<TensorType::Q6_K, NT>(w0, w1, s, s0, s1, lane, xh, acc); break;
+      case TensorType::Q4_0: chunk_dots_f16<TensorType::Q4_0, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
+      case TensorType::Q4_1: chunk_dots_f16<TensorType::Q4_1, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
+      case TensorType::Q5_0: chunk_dots_f16<TensorType::Q5_0, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
+      case TensorType::Q8_0: chunk_dots_f16<TensorType::Q8_0, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
+      case TensorType::Q4_K: chunk_dots_f16<TensorType::Q4_K, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
+      case TensorType::Q5_K: chunk_dots_f16<TensorType::Q5_K, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
+      case TensorType::Q6_K: chunk_dots_f16<TensorType::Q6_K, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
       default: break;
     }
   }
