@@ -2,10 +2,11 @@
 """End-to-end logits of the CUDA backend against the CPU reference backend on one model file.
 
 Teacher-forced: the same token ids through `loom logits --backend cpu-ref` and `--backend cuda`,
-once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays), once in
+once as one prefill batch, once in steps of 5 rows (-b 5: multi-row graph replays; the tiled f16
+kernel for the 8B's down and the output heads of 1,002 tiles, tiled_split.h), once in
 steps of 32 (-b 32: graph replays whose attention is the tensor-core prompt kernel writing
 q8_1 codes, and whose matmuls are on tensor cores: the int8 kernels for q/k/v and o, the tiled f16
-kernel for gate/up, down and the output (mma_tiles, past 24 rows); again in steps of 64, and in
+kernel for gate/up, down and the output (mma_tiles, tiled_split.h); again in steps of 64, and in
 steps of 64 with mma_tiles = false, every matmul on the int8 kernels), once one
 decode step per token (-b 1: the decode fusion and programmatic launch, on by default), and once
 more per token with both off (the ported program with those schedule keys set to false), so the
