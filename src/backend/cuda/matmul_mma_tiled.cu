@@ -251,9 +251,10 @@ __device__ __forceinline__ void q6k_dots(const uint8_t* w0, const uint8_t* a0, c
 }
 
 // The warp's half kw of a staged chunk, steps [s0, s1), for its two rows (w0, w1: their staged
-// bytes). The lane's 8 elements of a group are the MMA's k slots 2 tid, 2 tid + 1, 2 tid + 8, 2 tid + 9 of
-// two k16 steps (elements 8 tid .. + 3, then 8 tid + 4 .. + 7), the same permutation for
-// weights and activations; C fragment order as group_mma's.
+// bytes; the K-quants' halves are fixed by kw, their chunks being whole). The lane's 8 elements
+// of a group are the MMA's k slots 2 tid, 2 tid + 1, 2 tid + 8, 2 tid + 9 of two k16 steps
+// (elements 8 tid .. + 3, then 8 tid + 4 .. + 7), the same permutation for weights and
+// activations; C fragment order as group_mma's.
 template <TensorType T, int NT>
 __device__ __forceinline__ void chunk_dots_f16(const uint8_t* w0, const uint8_t* w1, const ChunkSpan& sp, int kw,
                                                int s0, int s1, int lane, const uint4* xh, float (&acc)[NT][4]) {
