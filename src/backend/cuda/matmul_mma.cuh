@@ -1,7 +1,7 @@
-// The tensor-core matmuls' shared pieces: the activations' fragment order, the MMA wrappers, and
-// each weight type's step (a group's codes and coefficients for a warp's two rows), read by the
-// int8 kernel (matmul_mma.cu) and the tiled f16 kernel (matmul_mma_tiled.cu); and what
-// matmul_mma_parts asks of the tiled kernel.
+// The tensor-core matmuls' shared pieces: the activations' fragment order and each weight type's step
+// (a group's codes and coefficients for a warp's two rows), read by the int8 kernel (matmul_mma.cu)
+// and the tiled f16 kernel (matmul_mma_tiled.cu), on ptx.cuh's MMAs; and what matmul_mma_parts asks
+// of the tiled kernel.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,6 +10,7 @@
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/packed_layout.h"
+#include "backend/cuda/ptx.cuh"
 #include "backend/cuda/warp.cuh"
 
 namespace loom::backend::cuda::mma_detail {
@@ -40,23 +41,6 @@ struct XTiles {
   int64_t groups;  // K / 32
   const uint4* __restrict__ halves = nullptr;
 };
-
-__device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                        uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ void mma_k32(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, int b0, int b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
 
 __device__ __forceinline__ uint2 u64(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
 __device__ __forceinline__ uint32_t lo4(uint32_t v) { return v & 0x0F0F0F0Fu; }
