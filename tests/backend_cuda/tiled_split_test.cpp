@@ -1,5 +1,5 @@
-// Where the tiled f16 matmul runs and its split of K over blocks (tiled_split.h): plain C++,
-// runs in every build.
+// Where the tiled f16 matmul runs, its split of K over blocks and the bytes it stages a chunk
+// (tiled_split.h): plain C++, runs in every build.
 #include <gtest/gtest.h>
 
 #include "backend/cuda/tiled_split.h"
@@ -64,6 +64,46 @@ TEST(TiledSplit, TakesTheLaunchesMeasuredFaster) {
     SCOPED_TRACE(l.what);
     for (int64_t rows : {4, 8}) EXPECT_EQ(tiled_faster(rows, l.tiles, l.K, kSms), l.tiled_to_8) << rows << " rows";
     for (int64_t rows : {9, 16, 24, 32, 64}) EXPECT_EQ(tiled_faster(rows, l.tiles, l.K, kSms), l.tiled_from_9) << rows << " rows";
+  }
+}
+
+// A whole chunk's staged bytes as the kernel copies them (whole_chunk_source: straight-line
+// pieces, version 14e) are chunk_span's, byte for byte, for every weight type the kernel takes,
+// rows of 1 to 40 blocks of 256 elements and one more legacy block (a part-filled last chunk),
+// every chunk: the quant bytes from c bpc qb, the other bytes' 16-aligned window (Q6_K's
+// 18-byte runs start off 16 in every other block) after them; the window stays in the packed row.
+TEST(TiledSplit, WholeChunkStagesChunkSpansBytes) {
+  using gguf::TensorType;
+  for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q4_K,
+                       TensorType::Q5_K, TensorType::Q6_K}) {
+    const PackedLayout P = packed_layout(t);
+    for (int64_t K = 256; K <= 40 * 256 + 32; K += (K % 256 ? 224 : 32)) {
+      if (K % P.elems) continue;
+      const RowLayout L = row_layout(t, K);
+      const int64_t row_bytes = int64_t(packed_row_bytes(t, K)), chunks = (K / 32 + kChunkGroups - 1) / kChunkGroups;
+      int whole = 0;
+      for (int c = 0; c < chunks; ++c) {
+        SCOPED_TRACE(::testing::Message() << gguf::type_name(t) << " K " << K << " chunk " << c);
+        const ChunkSpan s = chunk_span(L, c);
+        if (!whole_chunk(L, c)) {
+          EXPECT_EQ(c, chunks - 1) << "only a last chunk is part-filled";
+          EXPECT_LT(s.nq, L.bpc * L.qb);
+          continue;
+        }
+        ++whole;
+        const WholeChunk h = whole_chunk_source(L, c);
+        ASSERT_EQ(h.bytes, s.nq + s.nwin);
+        ASSERT_EQ(h.bytes % 16, 0);
+        ASSERT_LE(h.bytes, 288) << "kMaxStride";
+        for (int o = 0; o < h.bytes; o += 16) {
+          const int64_t want = o < s.nq ? s.qoff + o : s.alo + o - s.nq;
+          const int64_t got = o + (o < L.bpc * L.qb ? h.qo : h.ao);
+          ASSERT_EQ(got, want) << "staged byte " << o;
+          ASSERT_LE(got + 16, row_bytes);
+        }
+      }
+      EXPECT_EQ(whole, K / 256) << gguf::type_name(t) << " K " << K;
+    }
   }
 }
 

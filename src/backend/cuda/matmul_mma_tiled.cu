@@ -16,7 +16,7 @@
 // projections; MmaTiles::where_faster takes only those of long rows, tiled_pays), K is split
 // over blocks as well: each block stores its sums in the scratch and the last block of a row
 // tile to finish (a ticket) adds the slices in slice order. The same bits every run.
-#include <cuda_pipeline.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 
@@ -59,7 +59,6 @@ __global__ void pack_x_f16_kernel(const int8_t* __restrict__ q, const float2* __
 
 constexpr int kTiledWarps = 16;
 constexpr int kTiledRows = 128;          // weight rows a block: 8 row tiles
-constexpr int kChunkGroups = 8;          // 32-element groups a stage
 constexpr int kStages = 3;
 constexpr int kTileLd = kTiledRows + 4;  // floats a row of the epilogue's tile
 constexpr int kMaxStride = 288;          // the widest staged row chunk (Q6_K, Q8_0), below
@@ -67,35 +66,6 @@ constexpr int kMaxStride = 288;          // the widest staged row chunk (Q6_K, Q
 template <int NT>
 constexpr int tiled_act_bytes() {  // a stage's activations: f16 fragments [NT][8][32] uint4
   return NT * kChunkGroups * kWarpSize * 16;
-}
-
-// A row's staged bytes in the packed layout, per weight type: a chunk is bpc blocks; the quant
-// bytes of chunk c are [c bpc qb, + bpc qb) (fewer in a last, part-filled chunk), the other
-// bytes of the repacked types start at aux + c bpc ab and are copied as the 16-byte-aligned
-// window around them (Q6_K's 18-byte runs are not 16-aligned; a row is padded to 16 bytes, so
-// the window stays inside it). 32-bit offsets: a row is far below 2 GiB.
-struct RowLayout {
-  int bpc, qb, ab, nb, aux;  // blocks a chunk, quant and other bytes a block, blocks a row, aux start
-  bool repacked;
-};
-struct ChunkSpan {
-  int qoff, nq, alo, nwin, skew;
-};
-__host__ __device__ inline RowLayout row_layout(TensorType t, int64_t K) {
-  const PackedLayout L = packed_layout(t);
-  const int nb = int(K / L.elems);
-  return {kChunkGroups * 32 / L.elems, L.quant_bytes, L.aux_bytes(), nb, nb * L.quant_bytes, L.repacked};
-}
-__device__ __forceinline__ ChunkSpan chunk_span(const RowLayout& L, int c) {
-  const int b0 = c * L.bpc, n = min(L.bpc, L.nb - b0);
-  ChunkSpan s{b0 * L.qb, n * L.qb, 0, 0, 0};
-  if (L.repacked) {
-    const int a0 = L.aux + b0 * L.ab;
-    s.alo = a0 & ~15;
-    s.nwin = ((a0 + n * L.ab + 15) & ~15) - s.alo;
-    s.skew = a0 - s.alo;
-  }
-  return s;
 }
 
 // Bytes a staged row takes in shared memory: the widest chunk of the type, padded so that the
@@ -250,22 +220,28 @@ __device__ __forceinline__ void q6k_dots(const uint8_t* w0, const uint8_t* a0, c
   }
 }
 
-// The warp's half kw of a staged chunk, steps [s0, s1), for its two rows (w0, w1: their staged
-// bytes; the K-quants' halves are fixed by kw, their chunks being whole). The lane's 8 elements
-// of a group are the MMA's k slots 2 tid, 2 tid + 1, 2 tid + 8, 2 tid + 9 of two k16 steps
-// (elements 8 tid .. + 3, then 8 tid + 4 .. + 7), the same permutation for weights and
-// activations; C fragment order as group_mma's.
+// The warp's half kw of staged chunk c for its two rows (w0, w1: their staged bytes). The lane's 8
+// elements of a group are the MMA's k slots 2 tid, 2 tid + 1, 2 tid + 8, 2 tid + 9 of two k16
+// steps (elements 8 tid .. + 3, then 8 tid + 4 .. + 7), the same permutation for weights and
+// activations; C fragment order as group_mma's. A K-quant's chunk is one whole block (K is a
+// multiple of 256); a legacy type's last chunk may hold fewer than kChunkGroups groups, of which
+// the first half (rounded up) is kw = 0's.
 template <TensorType T, int NT>
-__device__ __forceinline__ void chunk_dots_f16(const uint8_t* w0, const uint8_t* w1, const ChunkSpan& sp, int kw,
-                                               int s0, int s1, int lane, const uint4* xh, float (&acc)[NT][4]) {
-  const uint8_t *a0 = w0 + sp.nq + sp.skew, *a1 = w1 + sp.nq + sp.skew;
+__device__ __forceinline__ void chunk_dots_f16(const uint8_t* w0, const uint8_t* w1, const RowLayout& L, int c, int G,
+                                               int kw, int lane, const uint4* xh, float (&acc)[NT][4]) {
+  constexpr PackedLayout K = packed_layout(T);
   if constexpr (T == TensorType::Q4_K || T == TensorType::Q5_K) {
     kquant45_dots<T, NT>(w0, w1, kw, lane, xh, acc);
   } else if constexpr (T == TensorType::Q6_K) {
-    q6k_dots<NT>(w0, a0, w1, a1, kw, lane, xh, acc);
+    const int skew = (L.aux + c * K.aux_bytes()) & 15;  // the block's other bytes in its 16-aligned window
+    q6k_dots<NT>(w0, w0 + K.quant_bytes + skew, w1, w1 + K.quant_bytes + skew, kw, lane, xh, acc);
   } else {
     constexpr bool kSigned = T == TensorType::Q8_0;
     const __half2 bias = __float2half2_rn(kSigned ? 1152.f : 1024.f);
+    const ChunkSpan sp = chunk_span(L, c);
+    const uint8_t *a0 = w0 + sp.nq + sp.skew, *a1 = w1 + sp.nq + sp.skew;
+    const int steps = min(G - c * kChunkGroups, kChunkGroups), half = (steps + 1) / 2;
+    const int s0 = kw ? half : 0, s1 = kw ? steps : half;
     for (int s = s0; s < s1; ++s)
       MmaType<T>::step(w0, a0, w1, a1, s, lane % 4, [&](int, const Group& g) {
         group_mmas<kSigned, NT>(g.w0, g.w1, bias, __float2half2_rn(g.c0.x), __float2half2_rn(g.c0.y),
@@ -296,11 +272,26 @@ __global__ void __launch_bounds__(kTiledWarps * kWarpSize, 1) matmul_mma_tiled_k
   const RowLayout SL = row_layout(sp.type, P.K);
   const int64_t sn = n0 + (Glu ? srow % kHalf : srow);
   const uint8_t* sw = sp.w + size_t(sn < N ? sn : N - 1) * sp.row_bytes;
+  // A whole chunk's pieces (whole_chunk_source) as straight-line copies, the thread's spiece + 4 m
+  // (at most kPieceSlots: kMaxStride / 64, rounded up), where a loop with a per-piece select
+  // diverged across the row's four threads; a last, part-filled chunk by chunk_span.
+  constexpr int kPieceSlots = (kMaxStride / 16 + 3) / 4;
+  const int full_nq = SL.bpc * SL.qb;
+  const unsigned sbase = shared_address(smem), swdst = sbase + kAct + srow * P.stride;
   auto stage_weights = [&](int c, int slot) {
+    const unsigned dst = swdst + slot * stage_bytes;
+    if (whole_chunk(SL, c)) {
+      const WholeChunk h = whole_chunk_source(SL, c);
+#pragma unroll
+      for (int m = 0; m < kPieceSlots; ++m) {
+        const int o = 16 * (spiece + 4 * m);
+        if (o < h.bytes) cp_async16(dst + o, sw + (o + (o < full_nq ? h.qo : h.ao)));
+      }
+      return;
+    }
     const ChunkSpan s = chunk_span(SL, c);
-    uint8_t* dst = smem + slot * stage_bytes + kAct + srow * P.stride;
     for (int i = spiece; 16 * i < s.nq + s.nwin; i += 4)
-      __pipeline_memcpy_async(dst + 16 * i, sw + (16 * i < s.nq ? s.qoff + 16 * i : s.alo + 16 * i - s.nq), 16);
+      cp_async16(dst + 16 * i, sw + (16 * i < s.nq ? s.qoff + 16 * i : s.alo + 16 * i - s.nq));
   };
   // A full chunk's activations are NT x 256 pieces, piece p = thread + kThreads m (seq tile
   // p / 256, piece p % 256 of it) at 16 p in the stage: straight-line copies from addresses
@@ -311,68 +302,74 @@ __global__ void __launch_bounds__(kTiledWarps * kWarpSize, 1) matmul_mma_tiled_k
   const int64_t act_step = int64_t(kThreads / (kChunkGroups * kWarpSize)) * G * kWarpSize;  // m to m + 1
   auto stage_acts = [&](int c, int slot) {
     const int g0 = c * kChunkGroups, pieces = min(G - g0, kChunkGroups) * kWarpSize;
-    uint8_t* dst = smem + slot * stage_bytes;
+    const unsigned dst = sbase + slot * stage_bytes;
     if (pieces == kChunkGroups * kWarpSize) {
 #pragma unroll
       for (int m = 0; m < kActPer; ++m)
         if (kActPieces % kThreads == 0 || int(threadIdx.x) + m * kThreads < kActPieces)
-          __pipeline_memcpy_async(dst + 16 * (threadIdx.x + m * kThreads), act_src + g0 * kWarpSize + m * act_step, 16);
+          cp_async16(dst + 16 * (threadIdx.x + m * kThreads), act_src + g0 * kWarpSize + m * act_step);
       return;
     }
 #pragma unroll
     for (int t = 0; t < NT; ++t)  // a last, part-filled chunk
       for (int j = threadIdx.x; j < pieces; j += kThreads)
-        __pipeline_memcpy_async(dst + t * kChunkGroups * 512 + 16 * j,
-                                x.halves + (int64_t(t) * G + g0) * kWarpSize + j, 16);
+        cp_async16(dst + t * kChunkGroups * 512 + 16 * j, x.halves + (int64_t(t) * G + g0) * kWarpSize + j);
   };
 
   // The first stages' weights before the previous kernel ends (weights only), then their activations.
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < nc) stage_weights(c0 + i, i);
-    __pipeline_commit();
+    cp_async_commit();
   }
   allow_next_kernel();
   wait_previous_kernel();
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < nc) stage_acts(c0 + i, i);
-    __pipeline_commit();
+    cp_async_commit();
   }
 
   const int mw = warp % 8, kw = warp / 8;  // row tile; which half of a chunk's steps
   const MatmulPart wp = pick(P, Glu ? mw / 4 : pi);
   const RowLayout WL = row_layout(wp.type, P.K);
-  const int steps_per_group = wp.type == TensorType::Q4_K || wp.type == TensorType::Q5_K ? 2 : 1;
   const int wrow = mw * kTile + lane / 4;  // the lane's first staged row; the second is 8 on
   float acc[NT][4];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
-  for (int i = 0; i < nc; ++i) {
-    __pipeline_wait_prior(kStages - 2);
-    __syncthreads();  // chunk i is in; every warp is done with chunk i - 1's slot
+  // The weight type as a dense index (the enum's values are sparse: a switch on them took two
+  // indirect branches a chunk), and the ring's slots as counters (i % kStages took a multiply).
+  constexpr TensorType kTypes[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q8_0,
+                                   TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
+  int kind = 0;
+#pragma unroll
+  for (int k = 1; k < 7; ++k)
+    if (wp.type == kTypes[k]) kind = k;
+  const int wrow_off = kAct + wrow * P.stride;
+  for (int i = 0, slot = 0, ahead = kStages - 1; i < nc; ++i) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // chunk i is in; every warp is done with chunk i - 1's slot (ahead's)
     if (i + kStages - 1 < nc) {
-      stage_weights(c0 + i + kStages - 1, (i + kStages - 1) % kStages);
-      stage_acts(c0 + i + kStages - 1, (i + kStages - 1) % kStages);
+      stage_weights(c0 + i + kStages - 1, ahead);
+      stage_acts(c0 + i + kStages - 1, ahead);
     }
-    __pipeline_commit();
-    const uint8_t* st = smem + (i % kStages) * stage_bytes;
+    cp_async_commit();
+    const uint8_t* st = smem + slot * stage_bytes;
+    slot = slot == kStages - 1 ? 0 : slot + 1;
+    ahead = ahead == kStages - 1 ? 0 : ahead + 1;
     const uint4* xh = reinterpret_cast<const uint4*>(st);
-    const uint8_t* w0 = st + kAct + wrow * P.stride;
+    const uint8_t* w0 = st + wrow_off;
     const uint8_t* w1 = w0 + 8 * P.stride;
-    const ChunkSpan s = chunk_span(WL, c0 + i);
-    const int steps = min(G - (c0 + i) * kChunkGroups, kChunkGroups) / steps_per_group, half = (steps + 1) / 2;
-    const int s0 = kw ? half : 0, s1 = kw ? steps : half;
-    switch (wp.type) {  // uniform across the warp
-      case TensorType::Q4_0: chunk_dots_f16<TensorType::Q4_0, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
-      case TensorType::Q4_1: chunk_dots_f16<TensorType::Q4_1, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
-      case TensorType::Q5_0: chunk_dots_f16<TensorType::Q5_0, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
-      case TensorType::Q8_0: chunk_dots_f16<TensorType::Q8_0, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
-      case TensorType::Q4_K: chunk_dots_f16<TensorType::Q4_K, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
-      case TensorType::Q5_K: chunk_dots_f16<TensorType::Q5_K, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
-      case TensorType::Q6_K: chunk_dots_f16<TensorType::Q6_K, NT>(w0, w1, s, kw, s0, s1, lane, xh, acc); break;
-      default: break;
+    const int c = c0 + i;
+    switch (kind) {  // uniform across the warp
+      case 0: chunk_dots_f16<TensorType::Q4_0, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
+      case 1: chunk_dots_f16<TensorType::Q4_1, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
+      case 2: chunk_dots_f16<TensorType::Q5_0, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
+      case 3: chunk_dots_f16<TensorType::Q8_0, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
+      case 4: chunk_dots_f16<TensorType::Q4_K, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
+      case 5: chunk_dots_f16<TensorType::Q5_K, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
+      default: chunk_dots_f16<TensorType::Q6_K, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
     }
   }
-  __pipeline_wait_prior(0);
+  cp_async_wait<0>();
   __syncthreads();
 
   // The block's sums as a [rows][128] tile in shared memory (over the stages): the second half's

@@ -1,10 +1,63 @@
 #pragma once
-// Where the tiled f16 matmul (matmul_mma_tiled.cu) runs, and how it splits K over blocks. Plain
-// C++, so that its test runs in every build (tiled_split_test.cpp).
+// Where the tiled f16 matmul (matmul_mma_tiled.cu) runs, how it splits K over blocks, and which
+// bytes of a weight row it stages for a chunk. Plain C++ (the layout's functions are also device
+// functions under nvcc), so that its test runs in every build (tiled_split_test.cpp).
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/packed_layout.h"
+
+#if defined(__CUDACC__)
+#define LOOM_TILED_HD __host__ __device__
+#else
+#define LOOM_TILED_HD
+#endif
+
 namespace loom::backend::cuda {
+
+constexpr int kChunkGroups = 8;  // 32-element groups a chunk (a stage of the tiled kernel)
+
+// A row's staged bytes in the packed layout, per weight type: a chunk is bpc blocks; the quant
+// bytes of chunk c are [c bpc qb, + bpc qb) (fewer in a last, part-filled chunk), the other
+// bytes of the repacked types start at aux + c bpc ab and are copied as the 16-byte-aligned
+// window around them (Q6_K's 18-byte runs are not 16-aligned; a row is padded to 16 bytes, so
+// the window stays inside it). 32-bit offsets: a row is far below 2 GiB.
+struct RowLayout {
+  int bpc, qb, ab, nb, aux;  // blocks a chunk, quant and other bytes a block, blocks a row, aux start
+  bool repacked;
+};
+struct ChunkSpan {
+  int qoff, nq, alo, nwin, skew;
+};
+LOOM_TILED_HD inline RowLayout row_layout(gguf::TensorType t, int64_t K) {
+  const PackedLayout L = packed_layout(t);
+  const int nb = int(K / L.elems);
+  return {kChunkGroups * 32 / L.elems, L.quant_bytes, L.aux_bytes(), nb, nb * L.quant_bytes, L.repacked};
+}
+LOOM_TILED_HD inline ChunkSpan chunk_span(const RowLayout& L, int c) {
+  const int b0 = c * L.bpc, n = std::min(L.bpc, L.nb - b0);
+  ChunkSpan s{b0 * L.qb, n * L.qb, 0, 0, 0};
+  if (L.repacked) {
+    const int a0 = L.aux + b0 * L.ab;
+    s.alo = a0 & ~15;
+    s.nwin = ((a0 + n * L.ab + 15) & ~15) - s.alo;
+    s.skew = a0 - s.alo;
+  }
+  return s;
+}
+
+// A whole chunk (every K-quant chunk; a legacy type's but the last of a row whose K is not a
+// multiple of 256) as the kernel stages it: `bytes` staged bytes (the quant bytes, then the
+// window of the others), staged byte o (a multiple of 16) coming from row byte o + qo below
+// bpc qb and o + ao past it. The same bytes as chunk_span's, without its minimum.
+struct WholeChunk {
+  int bytes, qo, ao;
+};
+LOOM_TILED_HD inline bool whole_chunk(const RowLayout& L, int c) { return (c + 1) * L.bpc <= L.nb; }
+LOOM_TILED_HD inline WholeChunk whole_chunk_source(const RowLayout& L, int c) {
+  const int nq = L.bpc * L.qb, ab = L.bpc * L.ab, a0 = L.aux + c * ab, alo = a0 & ~15;
+  return {nq + (L.repacked ? ((a0 + ab + 15) & ~15) - alo : 0), c * nq, alo - nq};
+}
 
 // The slices K is split into for `tiles` row tiles of `chunks` chunks each, with `resident`
 // blocks on the device at once and room for max_slices slices of partial sums: the fewest waves
