@@ -140,9 +140,9 @@ CudaPlan::CudaPlan(const ir::Module& m, const WeightSource& ws, const CudaSchedu
                          ? fmt::format("decode-kernel matmuls of {} or more rows: int8 tensor-core tiles (16 weight rows "
                                        "x up to 64 activation rows a warp; K split over blocks of {} warps){}",
                                        mma_rows_, mma_split_warps_,
-                                       mma_tiles_ ? "; where measured faster (wide weights past 8 rows, rows past "
-                                                    "8,192, the output head): f16 weights and activations, blocks of "
-                                                    "128 rows staged in shared memory"
+                                       mma_tiles_ ? "; where measured faster (wide weights, rows past 8,192): f16 "
+                                                    "weights and activations, blocks of 128 rows staged in shared "
+                                                    "memory"
                                                   : "")
                          : std::string("no tensor-core matmuls (mma_rows = 0, or a device before sm_80)"));
   explain_.push_back(std::string("attention: steps of at most 8 rows, and batches of decodes (one row a sequence), by "
@@ -486,12 +486,12 @@ class CudaBackend final : public Backend {
         // On since its end-to-end measurement (run 19, H100, 8B shape): B = 64 4,283.8 -> 5,304.6 t/s,
         // B = 8 / 32 unchanged (it took only launches of more than 32 rows then), the logits' KL at
         // steps of 64 4.03e-4; since its call 2, also the down projection and 25-32 rows, and since
-        // run 20 (version 14d) 9-24 rows and, at 8 rows or fewer, down and the output head: where its
-        // kernel bench measured it faster (tiled_split.h, docs/cuda-kernels.md, version 14).
+        // run 20 (version 14d) 9-24 rows and, at 8 rows or fewer, down and the output head, and since
+        // run 21 (version 14e) gate/up at 8 rows or fewer too: where its kernel bench measured it faster
+        // (tiled_split.h, docs/cuda-kernels.md, version 14).
         {"", "mma_tiles", ScheduleKey::Type::boolean, 0, 0, {}, true,
-         "tensor-core matmuls whose rows are longer than 8,192 (down), of more than 8 rows whose weights fill half "
-         "the SMs with tiles of 128 rows (gate/up, the output head), or of fewer whose tiles fill four waves (the "
-         "output head) run as blocks of 128 weight rows whose weights "
+         "tensor-core matmuls whose rows are longer than 8,192 (down) or whose weights fill half the SMs with tiles "
+         "of 128 rows (gate/up, the output head) run as blocks of 128 weight rows whose weights "
          "and activations pass through shared memory in chunks of 256 elements (cp.async, two chunks ahead), the "
          "weights dequantized to f16 in registers and "
          "multiplied with f16 activations (the q8_1 input's d * code) on f16 tensor cores summing in f32 (false, "

@@ -280,7 +280,7 @@ void matmul_mma_parts(const MatmulPart* parts, int n_parts, MatmulEpilogue e, in
   float4* scales = reinterpret_cast<float4*>(codes + padded * G * kWarpSize);
   uint4* halves = static_cast<uint4*>(mma.scratch);
   void* tiled_scratch = static_cast<uint8_t*>(mma.scratch) + act_scratch_bytes(rows, K, want_tiles);
-  const bool tiled = tiled_pays(parts, n_parts, e, rows, K, mma.tiled);  // else the int8 kernel
+  const bool tiled = tiled_pays(parts, n_parts, e, K, mma.tiled);  // else the int8 kernel
   if (tiled) {
     pack_x_f16(q, ds, rows, K, padded, halves, tiled_scratch, s);
   } else {

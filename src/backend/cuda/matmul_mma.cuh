@@ -185,7 +185,7 @@ template <> struct MmaType<TensorType::Q6_K> {
 // and slots of partial sums, a fixed size per device.
 size_t tiled_scratch_bytes();
 // Whether a launch takes the tiled kernel under the policy (kernels.h, MmaTiles).
-bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t rows, int64_t K, MmaTiles policy);
+bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t K, MmaTiles policy);
 // The activations as f16 fragments (XTiles::halves) for `tiles` seq tiles, and the tickets zeroed.
 void pack_x_f16(const int8_t* q, const float2* ds, int64_t rows, int64_t K, int64_t tiles, uint4* halves,
                 void* tiled_scratch, cudaStream_t s);

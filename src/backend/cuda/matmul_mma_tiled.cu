@@ -498,7 +498,7 @@ size_t tiled_scratch_bytes() {
 // Whether a launch takes the tiled kernel: where it is the faster (tiled_faster, with the
 // measurements) and its stages fit the device's shared memory (sm_80 holds 163 KiB, short of the
 // 204 KiB of Q6_K or Q8_0 rows at 64 rows; Hopper 227).
-bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t rows, int64_t K, MmaTiles policy) {
+bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t K, MmaTiles policy) {
   int stride = 0;
   int64_t blocks = 0;
   for (int i = 0; i < n; ++i) {
@@ -506,7 +506,7 @@ bool tiled_pays(const MatmulPart* parts, int n, MatmulEpilogue e, int64_t rows, 
     if (e == MatmulEpilogue::store) blocks += (parts[i].N + kTiledRows - 1) / kTiledRows;
   }
   if (e != MatmulEpilogue::store) blocks = (parts[0].N + kTiledRows / 2 - 1) / (kTiledRows / 2);
-  const bool faster = policy == MmaTiles::always || tiled_faster(rows, blocks, K, device_sms());
+  const bool faster = policy == MmaTiles::always || tiled_faster(blocks, K, device_sms());
   return policy != MmaTiles::off && faster &&
          kStages * (tiled_act_bytes<kMaxSeqTiles>() + kTiledRows * stride) <= shared_optin();
 }

@@ -76,24 +76,20 @@ inline int64_t tiled_slices(int64_t tiles, int64_t chunks, int64_t resident, int
   return best;
 }
 
-// Whether the tiled kernel is the faster one for a launch of `rows` activation rows on weights
-// of `tiles` output tiles (128 rows; a gated launch's 64 outputs) with rows of K elements, on
-// `sms` SMs (MmaTiles::where_faster; tiled_pays adds whether its stages fit). Both kernels work
-// in seq tiles of 8 rows (the tiled one in launches of 1, 2, 4 or 8 of them), so 8, 16, 24/32
-// and 64 rows stand for every row count. Measured (run 20, H100, kernel bench of version 14d, µs
-// against the int8 kernel, the faster of its K splits):
-// - past 8 rows it wins where its tiles fill half the SMs (gate/up 14336 x 4096 at 16 rows 67.7
-//   against 72.9, at 64 111.0 against 203.1; the 8B output head 277.3 against 338.9, 439.5
-//   against 778.0) and on narrow weights of long rows, which it splits over K in one wave (down,
-//   4096 x 14336: 43.2 against 47.0, 67.8 against 94.7);
-// - at 8 rows only on long rows (down 39.3 against 44.3) and on weights of several waves of
-//   tiles (the head 247.9 against 344.8); gate/up loses there (63.3 against 61.8);
-// - never on narrow weights of short rows (4096 x 4096 at 16 rows 19.6 against 15.3, at 64 33.8
-//   against 25.4; 1024 x 4096 alike).
-inline bool tiled_faster(int64_t rows, int64_t tiles, int64_t K, int64_t sms) {
-  const bool long_rows = K > 8192;
-  if (rows <= 8) return long_rows || tiles >= 4 * sms;
-  return long_rows || 2 * tiles >= sms;
-}
+// Whether the tiled kernel is the faster one for a launch on weights of `tiles` output tiles (128
+// rows; a gated launch's 64 outputs) with rows of K elements, on `sms` SMs, at any row count
+// (MmaTiles::where_faster; tiled_pays adds whether its stages fit). Both kernels work in seq tiles
+// of 8 rows (the tiled one in launches of 1, 2, 4 or 8 of them), so 8, 16, 32 and 64 rows stand
+// for every count. Measured (run 21, H100, kernel bench of version 14e, µs against the int8
+// kernel, the faster of its K splits), the same answer at every count:
+// - it wins where its tiles fill half the SMs (gate/up 14336 x 4096 at 8 rows 56.2 against 61.8,
+//   at 64 104.4 against 202.0; the 8B output head 240.9 against 345.4, 424.0 against 777.8) and
+//   on narrow weights of long rows, which it splits over K in one wave (down, 4096 x 14336: 37.9
+//   against 44.5, 66.9 against 95.3);
+// - never on narrow weights of short rows (4096 x 4096 at 8 rows 16.4 against 12.3, at 64 32.4
+//   against 25.3; 1024 x 4096 alike).
+// Run 20's version 14d lost gate/up at 8 rows (63.3 against 61.8), so the rule then kept launches
+// of 8 rows or fewer off wide weights of short rows unless they were four waves of tiles.
+inline bool tiled_faster(int64_t tiles, int64_t K, int64_t sms) { return K > 8192 || 2 * tiles >= sms; }
 
 }  // namespace loom::backend::cuda
