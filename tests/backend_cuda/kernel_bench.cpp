@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -257,6 +258,12 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows reach the log as they are measured
   const std::set<std::string> known_sections = {"persistent", "attention", "prompt", "matmul"};
   std::set<std::string> sections, kernels, row_counts, types;
+  // --types matches in any case: q4_K as the table prints it, Q4_K as the GGUF names are written
+  // elsewhere (run 20's first call filtered everything out with Q4_K).
+  auto lower = [](std::string v) {
+    for (char& ch : v) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return v;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     std::set<std::string>* list_of = a == "--kernels" ? &kernels : a == "--rows" ? &row_counts : a == "--types" ? &types
@@ -264,7 +271,8 @@ int main(int argc, char** argv) {
     if (list_of && i + 1 < argc) {
       for (std::string list = argv[++i]; !list.empty();) {
         const size_t comma = list.find(',');
-        list_of->insert(list.substr(0, comma));
+        const std::string item = list.substr(0, comma);
+        list_of->insert(list_of == &types ? lower(item) : item);
         list = comma == std::string::npos ? "" : list.substr(comma + 1);
       }
     } else if (known_sections.count(a)) {
@@ -301,7 +309,7 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> nd;
   for (const auto& c : cases) {
     const std::string type(gguf::type_name(c.t));
-    if (!types.empty() && !types.count(type)) continue;
+    if (!types.empty() && !types.count(lower(type))) continue;
     const size_t rb = loom::quant::row_size(c.t, c.K), bytes = rb * c.N;
     const int copies = int(std::max<size_t>(1, (size_t(256) << 20) / bytes + 1));  // > L2 in rotation
     const std::vector<uint8_t> host = random_rows(rng, c.t, c.N, c.K);

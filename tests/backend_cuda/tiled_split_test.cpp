@@ -90,7 +90,7 @@ TEST(TiledSplit, WholeChunkStagesChunkSpansBytes) {
         const WholeChunk h = whole_chunk_source(L, c);
         ASSERT_EQ(h.bytes, s.nq + s.nwin);
         ASSERT_EQ(h.bytes % 16, 0);
-        ASSERT_LE(h.bytes, 288) << "kMaxStride";
+        ASSERT_LE(h.bytes, kMaxStride);
         for (int o = 0; o < h.bytes; o += 16) {
           const int64_t want = o < s.nq ? s.qoff + o : s.alo + o - s.nq;
           const int64_t got = o + (o < L.bpc * L.qb ? h.qo : h.ao);

@@ -61,7 +61,6 @@ constexpr int kTiledWarps = 16;
 constexpr int kTiledRows = 128;          // weight rows a block: 8 row tiles
 constexpr int kStages = 3;
 constexpr int kTileLd = kTiledRows + 4;  // floats a row of the epilogue's tile
-constexpr int kMaxStride = 288;          // the widest staged row chunk (Q6_K, Q8_0), below
 
 template <int NT>
 constexpr int tiled_act_bytes() {  // a stage's activations: f16 fragments [NT][8][32] uint4

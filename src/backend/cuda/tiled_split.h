@@ -16,6 +16,7 @@
 namespace loom::backend::cuda {
 
 constexpr int kChunkGroups = 8;  // 32-element groups a chunk (a stage of the tiled kernel)
+constexpr int kMaxStride = 288;   // the widest staged row chunk (Q6_K, Q8_0; staged_stride)
 
 // A row's staged bytes in the packed layout, per weight type: a chunk is bpc blocks; the quant
 // bytes of chunk c are [c bpc qb, + bpc qb) (fewer in a last, part-filled chunk), the other
