@@ -54,7 +54,12 @@ __global__ void pack_x_f16_kernel(const int8_t* __restrict__ q, const float2* __
       h[j] = *reinterpret_cast<const uint32_t*>(&v);
     }
   }
-  halves[i] = make_uint4(h[0], h[1], h[2], h[3]);
+  // Word j of lane l's piece (MMA j / 2's k slots 2 (l % 4) .. + 1 (j even) or 2 (l % 4) + 8 .. + 1
+  // (j odd), seq row l / 4) at word 32 j + l of the group's 512 bytes: core matrix j (8 seq rows
+  // of 16 bytes, k-contiguous) is bytes 128 j .. + 127, the layout both ldmatrix and wgmma read.
+  uint32_t* o = reinterpret_cast<uint32_t*>(halves + (i - lane));
+#pragma unroll
+  for (int j = 0; j < 4; ++j) o[32 * j + lane] = h[j];
 }
 
 constexpr int kTiledWarps = 16;
@@ -117,21 +122,35 @@ __device__ __forceinline__ void codes_to_half2(uint32_t v, __half2 bias, __half2
 
 // The MMAs of one group for the warp's two rows: the lane's 8 codes of each (w0, w1; .x the
 // first four) become f16 fragments, the coefficients (a, b) per row, and meet the NT seq tiles'
-// activations of the group (xg: the lane's piece of tile 0; a tile is kChunkGroups * 32 pieces on).
+// activations of the group (xg: the group's staged 512 bytes of tile 0, four core matrices, j =
+// 2 h + k-half for MMA h; a tile is kChunkGroups * 512 bytes on). On sm_90a the warpgroup's four
+// warps (64 rows) take each MMA as one wgmma reading the activations from shared memory, left in
+// flight while the next group converts (the chunk loop waits for all before its barrier);
+// elsewhere each warp loads the fragments (ldmatrix: lane l's row address is 16 l) for mma.sync.
 template <bool S, int NT>
 __device__ __forceinline__ void group_mmas(uint2 w0, uint2 w1, __half2 bias, __half2 a0, __half2 b0, __half2 a1,
-                                           __half2 b1, const uint4* xg, float (&acc)[NT][4]) {
-  uint32_t f[8];
-  codes_to_half2<S>(w0.x, bias, a0, b0, f[0], f[2]);
-  codes_to_half2<S>(w1.x, bias, a1, b1, f[1], f[3]);
-  codes_to_half2<S>(w0.y, bias, a0, b0, f[4], f[6]);
-  codes_to_half2<S>(w1.y, bias, a1, b1, f[5], f[7]);
+                                           __half2 b1, const uint8_t* xg, int lane, float (&acc)[NT][4]) {
+  uint32_t f[2][4];
+  codes_to_half2<S>(w0.x, bias, a0, b0, f[0][0], f[0][2]);
+  codes_to_half2<S>(w1.x, bias, a1, b1, f[0][1], f[0][3]);
+  codes_to_half2<S>(w0.y, bias, a0, b0, f[1][0], f[1][2]);
+  codes_to_half2<S>(w1.y, bias, a1, b1, f[1][1], f[1][3]);
+#if LOOM_WGMMA
+  const unsigned x = shared_address(xg);
+  wgmma_fence();
+  wgmma_f16<NT>(acc, f[0], wgmma_desc(x, 128, kChunkGroups * 512));
+  wgmma_f16<NT>(acc, f[1], wgmma_desc(x + 256, 128, kChunkGroups * 512));
+  wgmma_commit();
+  wgmma_wait<0>(acc);  // the previous group's, whose fragments' registers the next group reuses
+#else
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
-    const uint4 b = xg[t * kChunkGroups * kWarpSize];
-    mma_f16(acc[t], f[0], f[1], f[2], f[3], b.x, b.y);
-    mma_f16(acc[t], f[4], f[5], f[6], f[7], b.z, b.w);
+    uint32_t b[4];
+    ldmatrix_x4<false>(b, xg + t * kChunkGroups * 512 + 16 * lane);
+    mma_f16(acc[t], f[0], b[0], b[1]);
+    mma_f16(acc[t], f[1], b[2], b[3]);
   }
+#endif
 }
 
 // Q4_K / Q5_K: a chunk is one 256-block ([d, dmin][12 scale bytes][Q5_K: qh 32][qs 128]), step
@@ -157,7 +176,7 @@ __device__ __forceinline__ void k4_coefs(uint32_t sc, uint32_t m, __half2 dm, in
 // A K-quant's chunk is always whole (K is a multiple of 256): the warp's half kw of it is steps
 // 2 kw and 2 kw + 1.
 template <TensorType T, int NT>
-__device__ __forceinline__ void kquant45_dots(const uint8_t* w0, const uint8_t* w1, int kw, int lane, const uint4* xh,
+__device__ __forceinline__ void kquant45_dots(const uint8_t* w0, const uint8_t* w1, int kw, int lane, const uint8_t* xs,
                                               float (&acc)[NT][4]) {
   constexpr bool kFive = T == TensorType::Q5_K;
   const int tid = lane % 4;
@@ -186,7 +205,7 @@ __device__ __forceinline__ void kquant45_dots(const uint8_t* w0, const uint8_t* 
         g1.x |= ((h1.x >> sh) & 0x01010101u) << 4, g1.y |= ((h1.y >> sh) & 0x01010101u) << 4;
       }
       group_mmas<false, NT>(g0, g1, k, __low2half2(p0[h]), __high2half2(p0[h]), __low2half2(p1[h]),
-                            __high2half2(p1[h]), xh + (2 * c + h) * kWarpSize + lane, acc);
+                            __high2half2(p1[h]), xs + (2 * c + h) * 512, lane, acc);
     }
   }
 }
@@ -199,7 +218,7 @@ __device__ __forceinline__ void kquant45_dots(const uint8_t* w0, const uint8_t* 
 // The warp's half kw of the (whole) chunk is h = kw, k = 0..3.
 template <int NT>
 __device__ __forceinline__ void q6k_dots(const uint8_t* w0, const uint8_t* a0, const uint8_t* w1, const uint8_t* a1,
-                                         int kw, int lane, const uint4* xh, float (&acc)[NT][4]) {
+                                         int kw, int lane, const uint8_t* xs, float (&acc)[NT][4]) {
   const int tid = lane % 4;
   const __half d0 = *reinterpret_cast<const __half*>(a0 + 16), d1 = *reinterpret_cast<const __half*>(a1 + 16);
   const __half2 bias = __float2half2_rn(1056.f), zero = __float2half2_rn(0.f);
@@ -215,7 +234,7 @@ __device__ __forceinline__ void q6k_dots(const uint8_t* w0, const uint8_t* a0, c
     const int si = 8 * h + 2 * k + tid / 2;
     const __half2 c0 = __half2half2(__hmul(d0, __short2half_rn(int8_t(a0[si])))),
                   c1 = __half2half2(__hmul(d1, __short2half_rn(int8_t(a1[si]))));
-    group_mmas<false, NT>(codes(w0), codes(w1), bias, c0, zero, c1, zero, xh + (4 * h + k) * kWarpSize + lane, acc);
+    group_mmas<false, NT>(codes(w0), codes(w1), bias, c0, zero, c1, zero, xs + (4 * h + k) * 512, lane, acc);
   }
 }
 
@@ -227,13 +246,13 @@ __device__ __forceinline__ void q6k_dots(const uint8_t* w0, const uint8_t* a0, c
 // the first half (rounded up) is kw = 0's.
 template <TensorType T, int NT>
 __device__ __forceinline__ void chunk_dots_f16(const uint8_t* w0, const uint8_t* w1, const RowLayout& L, int c, int G,
-                                               int kw, int lane, const uint4* xh, float (&acc)[NT][4]) {
+                                               int kw, int lane, const uint8_t* xs, float (&acc)[NT][4]) {
   constexpr PackedLayout K = packed_layout(T);
   if constexpr (T == TensorType::Q4_K || T == TensorType::Q5_K) {
-    kquant45_dots<T, NT>(w0, w1, kw, lane, xh, acc);
+    kquant45_dots<T, NT>(w0, w1, kw, lane, xs, acc);
   } else if constexpr (T == TensorType::Q6_K) {
     const int skew = (L.aux + c * K.aux_bytes()) & 15;  // the block's other bytes in its 16-aligned window
-    q6k_dots<NT>(w0, w0 + K.quant_bytes + skew, w1, w1 + K.quant_bytes + skew, kw, lane, xh, acc);
+    q6k_dots<NT>(w0, w0 + K.quant_bytes + skew, w1, w1 + K.quant_bytes + skew, kw, lane, xs, acc);
   } else {
     constexpr bool kSigned = T == TensorType::Q8_0;
     const __half2 bias = __float2half2_rn(kSigned ? 1152.f : 1024.f);
@@ -244,7 +263,7 @@ __device__ __forceinline__ void chunk_dots_f16(const uint8_t* w0, const uint8_t*
     for (int s = s0; s < s1; ++s)
       MmaType<T>::step(w0, a0, w1, a1, s, lane % 4, [&](int, const Group& g) {
         group_mmas<kSigned, NT>(g.w0, g.w1, bias, __float2half2_rn(g.c0.x), __float2half2_rn(g.c0.y),
-                                __float2half2_rn(g.c1.x), __float2half2_rn(g.c1.y), xh + s * kWarpSize + lane, acc);
+                                __float2half2_rn(g.c1.x), __float2half2_rn(g.c1.y), xs + s * 512, lane, acc);
       });
   }
 }
@@ -345,6 +364,7 @@ __global__ void __launch_bounds__(kTiledWarps * kWarpSize, 1) matmul_mma_tiled_k
   const int wrow_off = kAct + wrow * P.stride;
   for (int i = 0, slot = 0, ahead = kStages - 1; i < nc; ++i) {
     cp_async_wait<kStages - 2>();
+    fence_proxy_async();  // (sm_90a) the copies visible to the wgmmas
     __syncthreads();  // chunk i is in; every warp is done with chunk i - 1's slot (ahead's)
     if (i + kStages - 1 < nc) {
       stage_weights(c0 + i + kStages - 1, ahead);
@@ -354,19 +374,20 @@ __global__ void __launch_bounds__(kTiledWarps * kWarpSize, 1) matmul_mma_tiled_k
     const uint8_t* st = smem + slot * stage_bytes;
     slot = slot == kStages - 1 ? 0 : slot + 1;
     ahead = ahead == kStages - 1 ? 0 : ahead + 1;
-    const uint4* xh = reinterpret_cast<const uint4*>(st);
+    const uint8_t* xs = st;
     const uint8_t* w0 = st + wrow_off;
     const uint8_t* w1 = w0 + 8 * P.stride;
     const int c = c0 + i;
     switch (kind) {  // uniform across the warp
-      case 0: chunk_dots_f16<TensorType::Q4_0, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
-      case 1: chunk_dots_f16<TensorType::Q4_1, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
-      case 2: chunk_dots_f16<TensorType::Q5_0, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
-      case 3: chunk_dots_f16<TensorType::Q8_0, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
-      case 4: chunk_dots_f16<TensorType::Q4_K, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
-      case 5: chunk_dots_f16<TensorType::Q5_K, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
-      default: chunk_dots_f16<TensorType::Q6_K, NT>(w0, w1, WL, c, G, kw, lane, xh, acc); break;
+      case 0: chunk_dots_f16<TensorType::Q4_0, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
+      case 1: chunk_dots_f16<TensorType::Q4_1, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
+      case 2: chunk_dots_f16<TensorType::Q5_0, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
+      case 3: chunk_dots_f16<TensorType::Q8_0, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
+      case 4: chunk_dots_f16<TensorType::Q4_K, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
+      case 5: chunk_dots_f16<TensorType::Q5_K, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
+      default: chunk_dots_f16<TensorType::Q6_K, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
     }
+    wgmma_wait<0>(acc);  // (sm_90a) the chunk's wgmmas done before the next barrier frees its slot
   }
   cp_async_wait<0>();
   __syncthreads();

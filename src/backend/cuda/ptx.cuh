@@ -75,4 +75,135 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// Hopper's warpgroup MMAs (wgmma): compiled only for sm_90a (LOOM_WGMMA: the arch-specific
+// features are not in plain sm_90 code), elsewhere nothing, and a kernel that uses them keeps an
+// mma.sync path under #if !LOOM_WGMMA. A warpgroup is four consecutive warps; each wgmma is
+// issued by all four with the same B operand.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LOOM_WGMMA 1
+#else
+#define LOOM_WGMMA 0
+#endif
+
+// A shared-memory operand's descriptor, no swizzle: the start address, and the byte distances
+// between core matrices (8 rows of 16 bytes, each stored whole) adjacent in K (lbo) and in M or N
+// (sbo), each in units of 16 bytes (bits 0-13, 16-29, 32-45).
+__device__ __forceinline__ uint64_t wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return uint64_t((addr & 0x3FFFFu) >> 4) | uint64_t((lbo & 0x3FFFFu) >> 4) << 16 | uint64_t((sbo & 0x3FFFFu) >> 4) << 32;
+}
+// Orders the registers the warpgroup wrote (A fragments, accumulators) before the wgmmas after it.
+__device__ __forceinline__ void wgmma_fence() {
+#if LOOM_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+// The wgmmas issued since the last commit form a group (waited for by wgmma_wait).
+__device__ __forceinline__ void wgmma_commit() {
+#if LOOM_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+// Shared memory written through the generic proxy (stores, cp.async) made visible to the async
+// proxy that wgmma reads it through: after the writes, before the barrier.
+__device__ __forceinline__ void fence_proxy_async() {
+#if LOOM_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// d[t][.] += a b, m64n(8 NT)k16, f16 operands, f32 sums, asynchronous (wgmma_commit, then
+// wgmma_wait before d is read). The warp's A fragment is its 16 rows of the 64 (warp % 4), in
+// mma_f16's order; B (K x N, K-major: each of the N rows' 16 elements in two core matrices) comes
+// from shared memory by descriptor; d[t] is the C fragment of columns 8t .. 8t + 7, mma_f16's.
+template <int NT> __device__ __forceinline__ void wgmma_f16(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t b);
+template <> __device__ __forceinline__ void wgmma_f16<1>(float (&d)[1][4], const uint32_t (&a)[4], uint64_t b) {
+#if LOOM_WGMMA
+  asm volatile(
+      "{.reg .pred p; setp.ne.b32 p, %9, 0; "
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;}"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+#endif
+}
+template <> __device__ __forceinline__ void wgmma_f16<2>(float (&d)[2][4], const uint32_t (&a)[4], uint64_t b) {
+#if LOOM_WGMMA
+  asm volatile(
+      "{.reg .pred p; setp.ne.b32 p, %13, 0; "
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;}"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+#endif
+}
+template <> __device__ __forceinline__ void wgmma_f16<4>(float (&d)[4][4], const uint32_t (&a)[4], uint64_t b) {
+#if LOOM_WGMMA
+  asm volatile(
+      "{.reg .pred p; setp.ne.b32 p, %21, 0; "
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;}"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+#endif
+}
+template <> __device__ __forceinline__ void wgmma_f16<8>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
+#if LOOM_WGMMA
+  asm volatile(
+      "{.reg .pred p; setp.ne.b32 p, %37, 0; "
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;}"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+#endif
+}
+
+// Waits until at most Pending committed groups are in flight. The accumulators pass through it,
+// so the compiler reads them only after (a wgmma writes them when it completes, not when issued).
+template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[1][4]) {
+#if LOOM_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %4;"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+               : "n"(Pending) : "memory");
+#endif
+}
+template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[2][4]) {
+#if LOOM_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %8;"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+               : "n"(Pending) : "memory");
+#endif
+}
+template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[4][4]) {
+#if LOOM_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %16;"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+               : "n"(Pending) : "memory");
+#endif
+}
+template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[8][4]) {
+#if LOOM_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %32;"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+                 "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+               : "n"(Pending) : "memory");
+#endif
+}
+
 }  // namespace loom::backend::cuda
