@@ -120,13 +120,19 @@ __device__ __forceinline__ void codes_to_half2(uint32_t v, __half2 bias, __half2
   hi = *reinterpret_cast<const uint32_t*>(&y);
 }
 
+// On sm_90a the MMAs of 4 and 8 seq tiles are wgmmas (run 23: the 64-row gate/up launch 104.3 ->
+// 89.3 us); those of 1 and 2 tiles (n8, n16) stay on mma.sync, which was faster there (56.1
+// against 61.4 us at 8 rows).
+template <int NT>
+constexpr bool kWgmmaTiles = LOOM_WGMMA && NT >= 4;
+
 // The MMAs of one group for the warp's two rows: the lane's 8 codes of each (w0, w1; .x the
 // first four) become f16 fragments, the coefficients (a, b) per row, and meet the NT seq tiles'
 // activations of the group (xg: the group's staged 512 bytes of tile 0, four core matrices, j =
-// 2 h + k-half for MMA h; a tile is kChunkGroups * 512 bytes on). On sm_90a the warpgroup's four
-// warps (64 rows) take each MMA as one wgmma reading the activations from shared memory, left in
-// flight while the next group converts (the chunk loop waits for all before its barrier);
-// elsewhere each warp loads the fragments (ldmatrix: lane l's row address is 16 l) for mma.sync.
+// 2 h + k-half for MMA h; a tile is kChunkGroups * 512 bytes on). With wgmma (kWgmmaTiles) the
+// warpgroup's four warps (64 rows) take each MMA as one wgmma reading the activations from shared
+// memory; otherwise each warp loads the fragments (ldmatrix: lane l's row address is 16 l, the
+// words 14e's LDS.128 read) for mma.sync.
 template <bool S, int NT>
 __device__ __forceinline__ void group_mmas(uint2 w0, uint2 w1, __half2 bias, __half2 a0, __half2 b0, __half2 a1,
                                            __half2 b1, const uint8_t* xg, int lane, float (&acc)[NT][4]) {
@@ -135,22 +141,24 @@ __device__ __forceinline__ void group_mmas(uint2 w0, uint2 w1, __half2 bias, __h
   codes_to_half2<S>(w1.x, bias, a1, b1, f[0][1], f[0][3]);
   codes_to_half2<S>(w0.y, bias, a0, b0, f[1][0], f[1][2]);
   codes_to_half2<S>(w1.y, bias, a1, b1, f[1][1], f[1][3]);
-#if LOOM_WGMMA
-  const unsigned x = shared_address(xg);
-  wgmma_fence();
-  wgmma_f16<NT>(acc, f[0], wgmma_desc(x, 128, kChunkGroups * 512));
-  wgmma_f16<NT>(acc, f[1], wgmma_desc(x + 256, 128, kChunkGroups * 512));
-  wgmma_commit();
-  wgmma_wait<0>(acc);  // the previous group's, whose fragments' registers the next group reuses
-#else
+  if constexpr (kWgmmaTiles<NT>) {
+    const unsigned x = shared_address(xg);
+    wgmma_fence();
+    wgmma_f16<NT>(acc, f[0], wgmma_desc(x, 128, kChunkGroups * 512));
+    wgmma_f16<NT>(acc, f[1], wgmma_desc(x + 256, 128, kChunkGroups * 512));
+    wgmma_commit();
+    // Done before the next group converts into the same registers (waiting one group later,
+    // so that the conversion overlaps the MMAs, spilled 104-136 bytes: two groups' fragments live).
+    wgmma_wait<0>(acc);
+  } else {
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    uint32_t b[4];
-    ldmatrix_x4<false>(b, xg + t * kChunkGroups * 512 + 16 * lane);
-    mma_f16(acc[t], f[0], b[0], b[1]);
-    mma_f16(acc[t], f[1], b[2], b[3]);
+    for (int t = 0; t < NT; ++t) {
+      uint32_t b[4];
+      ldmatrix_x4<false>(b, xg + t * kChunkGroups * 512 + 16 * lane);
+      mma_f16(acc[t], f[0], b[0], b[1]);
+      mma_f16(acc[t], f[1], b[2], b[3]);
+    }
   }
-#endif
 }
 
 // Q4_K / Q5_K: a chunk is one 256-block ([d, dmin][12 scale bytes][Q5_K: qh 32][qs 128]), step
@@ -364,7 +372,7 @@ __global__ void __launch_bounds__(kTiledWarps * kWarpSize, 1) matmul_mma_tiled_k
   const int wrow_off = kAct + wrow * P.stride;
   for (int i = 0, slot = 0, ahead = kStages - 1; i < nc; ++i) {
     cp_async_wait<kStages - 2>();
-    fence_proxy_async();  // (sm_90a) the copies visible to the wgmmas
+    if constexpr (kWgmmaTiles<NT>) fence_proxy_async();  // the copies visible to the wgmmas
     __syncthreads();  // chunk i is in; every warp is done with chunk i - 1's slot (ahead's)
     if (i + kStages - 1 < nc) {
       stage_weights(c0 + i + kStages - 1, ahead);
@@ -387,7 +395,6 @@ __global__ void __launch_bounds__(kTiledWarps * kWarpSize, 1) matmul_mma_tiled_k
       case 5: chunk_dots_f16<TensorType::Q5_K, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
       default: chunk_dots_f16<TensorType::Q6_K, NT>(w0, w1, WL, c, G, kw, lane, xs, acc); break;
     }
-    wgmma_wait<0>(acc);  // (sm_90a) the chunk's wgmmas done before the next barrier frees its slot
   }
   cp_async_wait<0>();
   __syncthreads();
