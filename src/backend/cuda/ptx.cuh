@@ -1,8 +1,9 @@
 // The PTX the tensor-core kernels write by hand, in one place (a HIP port replaces this file):
-// tensor-core MMAs, ldmatrix, and global -> shared copies that bypass registers (cp.async).
-// The MMAs and ldmatrix exist from sm_80 on and the kernels that use them run only there
-// (mma_device()); elsewhere they compile to nothing. A cp.async below sm_80 is a plain 16-byte
-// copy, done before it returns, and its commit and wait are no-ops.
+// tensor-core MMAs, ldmatrix, global -> shared copies that bypass registers (cp.async), and
+// Hopper's warpgroup MMAs (wgmma, sm_90a only; below). The MMAs and ldmatrix exist from sm_80 on
+// and the kernels that use them run only there (mma_device()); elsewhere they compile to nothing.
+// A cp.async below sm_80 is a plain 16-byte copy, done before it returns, and its commit and wait
+// are no-ops.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -76,9 +77,9 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 }
 
 // Hopper's warpgroup MMAs (wgmma): compiled only for sm_90a (LOOM_WGMMA: the arch-specific
-// features are not in plain sm_90 code), elsewhere nothing, and a kernel that uses them keeps an
-// mma.sync path under #if !LOOM_WGMMA. A warpgroup is four consecutive warps; each wgmma is
-// issued by all four with the same B operand.
+// features are not in plain sm_90 code), elsewhere nothing, so a kernel that uses them keeps an
+// mma.sync path for the builds without (LOOM_WGMMA 0). A warpgroup is four consecutive warps;
+// each wgmma is issued by all four with the same B operand.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LOOM_WGMMA 1
 #else
@@ -111,30 +112,11 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
-// d[t][.] += a b, m64n(8 NT)k16, f16 operands, f32 sums, asynchronous (wgmma_commit, then
+// d[t][.] += a b, m64n(8 NT)k16 (NT 4 or 8: the forms the tiled matmul takes), f16 operands, f32 sums, asynchronous (wgmma_commit, then
 // wgmma_wait before d is read). The warp's A fragment is its 16 rows of the 64 (warp % 4), in
 // mma_f16's order; B (K x N, K-major: each of the N rows' 16 elements in two core matrices) comes
 // from shared memory by descriptor; d[t] is the C fragment of columns 8t .. 8t + 7, mma_f16's.
 template <int NT> __device__ __forceinline__ void wgmma_f16(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t b);
-template <> __device__ __forceinline__ void wgmma_f16<1>(float (&d)[1][4], const uint32_t (&a)[4], uint64_t b) {
-#if LOOM_WGMMA
-  asm volatile(
-      "{.reg .pred p; setp.ne.b32 p, %9, 0; "
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;}"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-#endif
-}
-template <> __device__ __forceinline__ void wgmma_f16<2>(float (&d)[2][4], const uint32_t (&a)[4], uint64_t b) {
-#if LOOM_WGMMA
-  asm volatile(
-      "{.reg .pred p; setp.ne.b32 p, %13, 0; "
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;}"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-#endif
-}
 template <> __device__ __forceinline__ void wgmma_f16<4>(float (&d)[4][4], const uint32_t (&a)[4], uint64_t b) {
 #if LOOM_WGMMA
   asm volatile(
@@ -166,21 +148,6 @@ template <> __device__ __forceinline__ void wgmma_f16<8>(float (&d)[8][4], const
 
 // Waits until at most Pending committed groups are in flight. The accumulators pass through it,
 // so the compiler reads them only after (a wgmma writes them when it completes, not when issued).
-template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[1][4]) {
-#if LOOM_WGMMA
-  asm volatile("wgmma.wait_group.sync.aligned %4;"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
-               : "n"(Pending) : "memory");
-#endif
-}
-template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[2][4]) {
-#if LOOM_WGMMA
-  asm volatile("wgmma.wait_group.sync.aligned %8;"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
-               : "n"(Pending) : "memory");
-#endif
-}
 template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[4][4]) {
 #if LOOM_WGMMA
   asm volatile("wgmma.wait_group.sync.aligned %16;"
