@@ -32,9 +32,10 @@ constexpr int kMaxParts = 4;
 // codes of row 8t + l/4 at group offset 8(l%4); scales hold, per (t, g), the float2 {d, d * sum}
 // of rows 8t .. 8t + 7 (a lane reads rows 2(l%4) and 2(l%4) + 1 as one float4).
 //
-// For the tiled f16 kernel (MmaPath::tiled) the activations are instead d * code rounded to f16,
-// in the same order: halves[(t, g, lane)] holds the 8 elements of row 8t + l/4 at group offset
-// 8(l%4).
+// For the tiled f16 kernel (MmaPath::tiled) the activations are instead d * code rounded to f16:
+// per (t, g) 512 bytes, lane l's 8 elements (row 8t + l/4, group offset 8(l%4)) as four 4-byte
+// words, word j at word 32j + l of them, so the bytes are four 8 x 16-byte core matrices, the
+// layout ldmatrix and wgmma read (pack_x_f16_kernel).
 struct XTiles {
   const int2* __restrict__ codes;
   const float4* __restrict__ scales;

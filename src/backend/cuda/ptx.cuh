@@ -146,30 +146,14 @@ template <> __device__ __forceinline__ void wgmma_f16<8>(float (&d)[8][4], const
 #endif
 }
 
-// Waits until at most Pending committed groups are in flight. The accumulators pass through it,
-// so the compiler reads them only after (a wgmma writes them when it completes, not when issued).
-template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[4][4]) {
+// Waits until at most Pending committed groups are in flight. The accumulators pass through an
+// empty asm after it, so the compiler reads them only after the wait (a wgmma writes them when it
+// completes, not when issued).
+template <int Pending, int NT> __device__ __forceinline__ void wgmma_wait(float (&d)[NT][4]) {
 #if LOOM_WGMMA
-  asm volatile("wgmma.wait_group.sync.aligned %16;"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-               : "n"(Pending) : "memory");
-#endif
-}
-template <int Pending> __device__ __forceinline__ void wgmma_wait(float (&d)[8][4]) {
-#if LOOM_WGMMA
-  asm volatile("wgmma.wait_group.sync.aligned %32;"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-                 "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-                 "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-                 "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-                 "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-               : "n"(Pending) : "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
+#pragma unroll
+  for (int t = 0; t < NT; ++t) asm volatile("" : "+f"(d[t][0]), "+f"(d[t][1]), "+f"(d[t][2]), "+f"(d[t][3])::"memory");
 #endif
 }
 
